@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// BufferPool: per-link-group RMB and sndbuf pool, bucketed by size class, with three lock policies.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "pool/buffer_desc.h"
+#include "pool/errors.h"
+#include "pool/page_allocator.h"
+#include "pool/registrar.h"
+#include "pool/result.h"
+#include "pool/size_class.h"
+#include "pool/stats.h"
+
+namespace smc {
+
+// How buckets are protected. All three share one interface and one test suite.
+enum class LockPolicy : std::uint8_t {
+    // One reader/writer lock per kind over all 16 classes; reuse walks the
+    // class list and claims the first free buffer (Linux today).
+    Global,
+    // The same, with one reader/writer lock per (kind, class) bucket (the
+    // 2024 per-bucket patch that Linux did not merge).
+    Bucket,
+    // Ours: a bounded per-thread cache per bucket in front of a lock-free
+    // free stack per bucket. Reuse is O(1) whatever the bucket holds, and no
+    // lock is shared with link add/remove (docs/design.md).
+    Default,
+};
+
+constexpr const char* toString(LockPolicy policy) noexcept
+{
+    switch (policy) {
+    case LockPolicy::Global:
+        return "global";
+    case LockPolicy::Bucket:
+        return "bucket";
+    case LockPolicy::Default:
+        return "default";
+    }
+    return "?";
+}
+
+struct PoolConfig {
+    Tech tech = Tech::SmcR;
+    LockPolicy policy = LockPolicy::Default;
+    // Bytes the pool may own in all (leased and free buffers); 0 = no limit.
+    std::size_t memoryLimit = 0;
+    // Scrub a buffer on release, as Linux does. Off by default: SMC's cursors
+    // never expose stale bytes, and a scrub of a 1 MiB buffer costs far more
+    // than the pool operation it follows.
+    bool zeroOnRelease = false;
+    // Where memory comes from; null = MmapAllocator::instance(). Borrowed.
+    PageAllocator* allocator = nullptr;
+    // Upper bound on descriptors (buffers) the pool may hold, at most 65536.
+    unsigned maxDescriptors = 65536;
+};
+
+class BufferPoolCore;
+
+// One link group's pool. acquire() and release() may be called from any
+// number of threads; addLink()/removeLink() (SMC-R) may run concurrently with
+// them. The registrar is borrowed and must outlive the pool.
+class BufferPool
+{
+public:
+    static Result<std::unique_ptr<BufferPool>> create(const PoolConfig& config,
+                                                      Registrar& registrar);
+    ~BufferPool();
+    BufferPool(const BufferPool&) = delete;
+    BufferPool& operator=(const BufferPool&) = delete;
+
+    // Reuse a free buffer of the class that holds `bytes`, else create and
+    // register one, else downgrade to smaller classes, else a clear error.
+    Result<BufferRef> acquire(BufferKind kind, std::size_t bytes) noexcept;
+    // Give a buffer back for reuse. Refuses a double release, a stale lease
+    // and a buffer of another pool, without touching the buffer.
+    std::error_code release(BufferRef buffer) noexcept;
+
+    // SMC-R: make link `link` (0..2) a registration target: every buffer the
+    // pool holds is registered on it (in bulk) while acquire/release go on.
+    Result<void> addLink(unsigned link);
+    // SMC-R: unregister every buffer from `link` and stop registering on it.
+    Result<void> removeLink(unsigned link);
+    // Links whose registration is complete (bit i = link i).
+    unsigned linkMask() const noexcept;
+
+    // Move buffers parked in per-thread caches back to the shared free lists.
+    void drainCaches() noexcept;
+
+    // Every buffer the pool holds, leased or free (a snapshot; SMC-R rkey
+    // exchange uses it). Call while no link is being removed.
+    std::vector<BufferDesc*> buffers(BufferKind kind) const;
+
+    PoolStats stats() const noexcept;
+    const PoolConfig& config() const noexcept;
+
+private:
+    explicit BufferPool(std::unique_ptr<BufferPoolCore> core);
+    std::unique_ptr<BufferPoolCore> core_;
+};
+
+} // namespace smc

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// Result<T>: a value or a std::error_code, shaped like C++23 std::expected.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+namespace smc {
+
+// Control-path functions return Result<T>; the member names follow std::expected
+// (has_value, value, error, operator*) so that moving to it later is a rename.
+//
+// Example:
+//   Result<BufferRef> r = pool.acquire(BufferKind::Rmb, 65536);
+//   if (!r)
+//       return r.error();
+//   use(r->data());
+template <typename T> class [[nodiscard]] Result
+{
+public:
+    Result(T value) : value_(std::move(value)) {}
+    Result(std::error_code error) : error_(error) { assert(error); }
+    template <typename E>
+        requires std::is_error_code_enum_v<E>
+    Result(E error) : Result(std::error_code(make_error_code(error)))
+    {
+    }
+
+    bool has_value() const noexcept { return value_.has_value(); }
+    explicit operator bool() const noexcept { return has_value(); }
+
+    T& value() &
+    {
+        assert(has_value());
+        return *value_;
+    }
+    const T& value() const&
+    {
+        assert(has_value());
+        return *value_;
+    }
+    T&& value() &&
+    {
+        assert(has_value());
+        return std::move(*value_);
+    }
+    T& operator*() & { return value(); }
+    const T& operator*() const& { return value(); }
+    T* operator->() { return &value(); }
+    const T* operator->() const { return &value(); }
+
+    std::error_code error() const noexcept { return error_; }
+
+private:
+    std::optional<T> value_;
+    std::error_code error_;
+};
+
+// Result<void>: success, or an error code.
+template <> class [[nodiscard]] Result<void>
+{
+public:
+    Result() = default;
+    Result(std::error_code error) : error_(error) {}
+    template <typename E>
+        requires std::is_error_code_enum_v<E>
+    Result(E error) : error_(make_error_code(error))
+    {
+    }
+
+    bool has_value() const noexcept { return !error_; }
+    explicit operator bool() const noexcept { return has_value(); }
+    std::error_code error() const noexcept { return error_; }
+
+private:
+    std::error_code error_;
+};
+
+} // namespace smc

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// IsmDevice: the operations SMC-D needs from an ISM device (Linux smcd_ops / dibs_dev_ops).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "pool/errors.h"
+#include "pool/result.h"
+
+namespace smc {
+
+// An ISM device GID: 8 bytes plus the 8-byte extension emulated devices use.
+struct IsmGid {
+    std::uint64_t gid = 0;
+    std::uint64_t gidExt = 0;
+    friend bool operator==(const IsmGid&, const IsmGid&) = default;
+};
+
+using DmbToken = std::uint64_t;
+
+struct DmbInfo {
+    DmbToken token = 0;
+    std::uint32_t index = 0; // the DMB's slot on the device (Linux sba_idx)
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+};
+
+class IsmDevice;
+
+// A peer's no-copy view of a DMB (Linux attach_dmb): the same memory, kept
+// alive until this object is destroyed (detach) even if its owner
+// unregisters the DMB meanwhile. Move-only.
+class DmbAttachment
+{
+public:
+    DmbAttachment() = default;
+    DmbAttachment(IsmDevice* device, DmbToken token, std::shared_ptr<std::byte> memory,
+                  std::size_t size) noexcept
+        : device_(device), token_(token), memory_(std::move(memory)), size_(size)
+    {
+    }
+    DmbAttachment(DmbAttachment&& other) noexcept { *this = std::move(other); }
+    DmbAttachment& operator=(DmbAttachment&& other) noexcept;
+    ~DmbAttachment() { detach(); }
+
+    std::byte* data() const noexcept { return memory_.get(); }
+    std::size_t size() const noexcept { return size_; }
+    DmbToken token() const noexcept { return token_; }
+    explicit operator bool() const noexcept { return memory_ != nullptr; }
+
+    void detach() noexcept;
+
+private:
+    IsmDevice* device_ = nullptr;
+    DmbToken token_ = 0;
+    std::shared_ptr<std::byte> memory_;
+    std::size_t size_ = 0;
+};
+
+class IsmDevice
+{
+public:
+    // Called on the writer's thread when a DMB is signalled (Linux handle_irq).
+    using IrqHandler = std::function<void(std::uint32_t dmbIndex, DmbToken token)>;
+
+    virtual ~IsmDevice() = default;
+
+    virtual IsmGid localGid() const noexcept = 0;
+    virtual std::uint16_t chid() const noexcept = 0;
+    // Empty when the peer GID is reachable through this device.
+    virtual Result<void> queryRemoteGid(const IsmGid& peer) const noexcept = 0;
+
+    // Make `memory` (size bytes, kept alive by the device while registered or
+    // attached) a DMB; returns its token.
+    virtual Result<DmbInfo> registerDmb(std::shared_ptr<std::byte> memory, std::size_t size) = 0;
+    virtual Result<void> unregisterDmb(DmbToken token) = 0;
+    virtual bool supportsNoCopy() const noexcept = 0;
+    virtual Result<DmbAttachment> attachDmb(DmbToken token) = 0;
+    virtual void detachDmb(DmbToken token) noexcept = 0;
+
+    // Write `data` into the DMB at `offset`; with `signal`, raise its interrupt.
+    virtual Result<void> moveData(DmbToken token, std::size_t offset,
+                                  std::span<const std::byte> data, bool signal) noexcept = 0;
+    virtual Result<void> signal(DmbToken token) noexcept = 0;
+};
+
+} // namespace smc

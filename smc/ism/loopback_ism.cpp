@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+// The loopback-ism device: DMB table, tokens, no-copy attach, move_data and signals.
+#include "smc/ism/loopback_ism.h"
+
+#include <cstring>
+#include <thread>
+
+namespace smc {
+
+DmbAttachment& DmbAttachment::operator=(DmbAttachment&& other) noexcept
+{
+    if (this != &other) {
+        detach();
+        device_ = std::exchange(other.device_, nullptr);
+        token_ = std::exchange(other.token_, 0);
+        memory_ = std::move(other.memory_);
+        size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+}
+
+void DmbAttachment::detach() noexcept
+{
+    if (device_ != nullptr)
+        device_->detachDmb(token_);
+    device_ = nullptr;
+    token_ = 0;
+    memory_.reset();
+    size_ = 0;
+}
+
+LoopbackIsm::LoopbackIsm(IrqHandler onSignal)
+    : random_(std::random_device{}()), slots_(std::make_unique<Slot[]>(1u << kIndexBits)),
+      onSignal_(std::move(onSignal))
+{
+    // Like Linux, a random GID: peers on this device must present the same one.
+    gid_ = {random_(), random_()};
+    freeIndexes_.reserve(kMaxDmbs);
+    for (std::uint32_t i = kMaxDmbs; i-- > 0;)
+        freeIndexes_.push_back(i); // hand out low indexes first
+}
+
+LoopbackIsm::~LoopbackIsm() = default;
+
+Result<void> LoopbackIsm::queryRemoteGid(const IsmGid& peer) const noexcept
+{
+    // A loopback device reaches only itself.
+    if (peer == gid_)
+        return {};
+    return std::make_error_code(std::errc::host_unreachable);
+}
+
+LoopbackIsm::Slot* LoopbackIsm::find(DmbToken token) noexcept
+{
+    const std::uint32_t index = static_cast<std::uint32_t>(token & ((1u << kIndexBits) - 1));
+    if (token == 0 || index >= kMaxDmbs)
+        return nullptr;
+    return &slots_[index];
+}
+
+const LoopbackIsm::Slot* LoopbackIsm::find(DmbToken token) const noexcept
+{
+    return const_cast<LoopbackIsm*>(this)->find(token);
+}
+
+Result<DmbInfo> LoopbackIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size_t size)
+{
+    if (!memory || size == 0)
+        return std::make_error_code(std::errc::invalid_argument);
+    std::lock_guard lock(mutex_);
+    if (freeIndexes_.empty())
+        return Errc::DmbLimitReached;
+    const std::uint32_t index = freeIndexes_.back();
+    freeIndexes_.pop_back();
+    Slot& slot = slots_[index];
+
+    // Token = random high bits | slot index: unique on the device, never 0,
+    // and never the token this slot had last, so a stale token is refused.
+    DmbToken token;
+    do {
+        token = (random_() << kIndexBits) | index;
+    } while ((token >> kIndexBits) == 0 || token == slot.lastToken);
+
+    slot.data = memory.get();
+    slot.size = size;
+    slot.memory = std::move(memory);
+    slot.attached = 0;
+    slot.signals.store(0, std::memory_order_relaxed);
+    slot.lastToken = token;
+    slot.token.store(token, std::memory_order_seq_cst); // publish last
+    return DmbInfo{token, index, slot.data, size};
+}
+
+Result<void> LoopbackIsm::unregisterDmb(DmbToken token)
+{
+    std::unique_lock lock(mutex_);
+    Slot* slot = find(token);
+    if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
+        return Errc::UnknownToken;
+    // Refuse new writers, then wait for the ones inside moveData. Attached
+    // peers keep their own reference to the memory.
+    slot->token.store(0, std::memory_order_seq_cst);
+    while (slot->users.load(std::memory_order_seq_cst) != 0)
+        std::this_thread::yield();
+    std::shared_ptr<std::byte> memory = std::move(slot->memory);
+    slot->data = nullptr;
+    slot->size = 0;
+    freeIndexes_.push_back(static_cast<std::uint32_t>(token & ((1u << kIndexBits) - 1)));
+    lock.unlock();
+    return {}; // `memory` goes here unless a peer still holds it
+}
+
+Result<DmbAttachment> LoopbackIsm::attachDmb(DmbToken token)
+{
+    std::lock_guard lock(mutex_);
+    Slot* slot = find(token);
+    if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
+        return Errc::UnknownToken;
+    ++slot->attached;
+    return DmbAttachment(this, token, slot->memory, slot->size);
+}
+
+void LoopbackIsm::detachDmb(DmbToken token) noexcept
+{
+    std::lock_guard lock(mutex_);
+    Slot* slot = find(token);
+    // The owner may have unregistered meanwhile; then there is nothing to count.
+    if (slot != nullptr && slot->token.load(std::memory_order_relaxed) == token &&
+        slot->attached > 0)
+        --slot->attached;
+}
+
+void LoopbackIsm::raise(Slot& slot, std::uint32_t index, DmbToken token) noexcept
+{
+    slot.signals.fetch_add(1, std::memory_order_relaxed);
+    if (onSignal_)
+        onSignal_(index, token);
+}
+
+Result<void> LoopbackIsm::moveData(DmbToken token, std::size_t offset,
+                                   std::span<const std::byte> data, bool signal) noexcept
+{
+    Slot* slot = find(token);
+    if (slot == nullptr)
+        return Errc::UnknownToken;
+    // Announce ourselves before checking the token; unregister does the
+    // opposite, so one of the two always sees the other.
+    slot->users.fetch_add(1, std::memory_order_seq_cst);
+    Result<void> result;
+    if (slot->token.load(std::memory_order_seq_cst) != token) {
+        result = Errc::UnknownToken;
+    } else if (offset > slot->size || data.size() > slot->size - offset) {
+        result = Errc::OutOfBounds;
+    } else {
+        if (!data.empty())
+            std::memcpy(slot->data + offset, data.data(), data.size());
+        if (signal)
+            raise(*slot, static_cast<std::uint32_t>(token & ((1u << kIndexBits) - 1)), token);
+    }
+    slot->users.fetch_sub(1, std::memory_order_release);
+    return result;
+}
+
+Result<void> LoopbackIsm::signal(DmbToken token) noexcept
+{
+    return moveData(token, 0, {}, true);
+}
+
+std::uint32_t LoopbackIsm::dmbCount() const noexcept
+{
+    std::lock_guard lock(mutex_);
+    return kMaxDmbs - static_cast<std::uint32_t>(freeIndexes_.size());
+}
+
+std::uint32_t LoopbackIsm::attachCount(DmbToken token) const noexcept
+{
+    std::lock_guard lock(mutex_);
+    const Slot* slot = find(token);
+    return slot != nullptr && slot->token.load(std::memory_order_relaxed) == token ? slot->attached
+                                                                                    : 0;
+}
+
+std::uint64_t LoopbackIsm::signalCount(DmbToken token) const noexcept
+{
+    const Slot* slot = find(token);
+    return slot != nullptr && slot->token.load(std::memory_order_acquire) == token
+               ? slot->signals.load(std::memory_order_relaxed)
+               : 0;
+}
+
+} // namespace smc
