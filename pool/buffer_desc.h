@@ -11,7 +11,8 @@
 
 #include <boost/intrusive/list_hook.hpp>
 
-namespace smc {
+namespace smc
+{
 
 class BufferPool;
 struct DescAccess;
@@ -37,8 +38,10 @@ struct LinkRegistration {
 };
 
 // One buffer owned by a pool. Users see it through a BufferRef; everything
-// that changes it is the pool's or the registrar's business.
-class BufferDesc
+// that changes it is the pool's or the registrar's business. Cache-line
+// aligned: descriptors sit side by side in the pool's table, and two threads
+// claiming neighbours must not bounce one line between them.
+class alignas(64) BufferDesc
 {
 public:
     BufferDesc() = default;
@@ -88,6 +91,7 @@ private:
     std::atomic<bool> live_{false}; // holds memory; false while vacant in the table
     std::atomic<std::uint64_t> state_{0};
     std::atomic<std::uint32_t> nextFree_{0}; // free-stack link (index + 1, 0 = end)
+    std::atomic<bool> onStack_{false};       // linked on a free stack
 
     std::array<std::atomic<RegState>, kMaxLinks> regState_{};
     std::array<LinkRegistration, kMaxLinks> reg_{};
@@ -115,9 +119,7 @@ public:
 
 private:
     friend struct DescAccess;
-    BufferRef(BufferDesc* desc, std::uint64_t generation) : desc_(desc), generation_(generation)
-    {
-    }
+    BufferRef(BufferDesc* desc, std::uint64_t generation) : desc_(desc), generation_(generation) {}
 
     BufferDesc* desc_ = nullptr;
     std::uint64_t generation_ = 0;

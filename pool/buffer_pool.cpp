@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <tbb/enumerable_thread_specific.h>
@@ -13,12 +14,20 @@
 #include "pool/internal/policies.h"
 #include "pool/internal/thread_state.h"
 
-namespace smc {
-namespace {
+namespace smc
+{
+namespace
+{
 
 using RegState = DescAccess::RegState;
 
 std::atomic<std::uint64_t> nextPoolId{1};
+
+// One-entry cache in front of TBB's lookup: threads mostly stay on one link
+// group. Pool ids are never reused, so a stale entry cannot match.
+// initial-exec: a plain %fs-relative access instead of __tls_get_addr.
+[[gnu::tls_model("initial-exec")]] thread_local std::uint64_t tlsPoolId = 0;
+[[gnu::tls_model("initial-exec")]] thread_local ThreadState* tlsState = nullptr;
 
 bool isDowngradable(std::error_code ec) noexcept
 {
@@ -26,7 +35,10 @@ bool isDowngradable(std::error_code ec) noexcept
            ec == std::errc::not_enough_memory || ec == std::errc::no_space_on_device;
 }
 
-constexpr unsigned bit(unsigned link) noexcept { return 1u << link; }
+constexpr unsigned bit(unsigned link) noexcept
+{
+    return 1u << link;
+}
 
 std::unique_ptr<BucketPolicy> makePolicy(LockPolicy policy, const DescTable& table)
 {
@@ -62,6 +74,8 @@ public:
           allocator_(config.allocator ? *config.allocator : MmapAllocator::instance()),
           table_(config.maxDescriptors), policy_(makePolicy(config.policy, table_))
     {
+        if (config.policy == LockPolicy::Default)
+            magazine_ = static_cast<MagazinePolicy*>(policy_.get());
     }
 
     ~BufferPoolCore()
@@ -75,19 +89,69 @@ public:
 
     void setOwner(BufferPool* owner) noexcept { owner_ = owner; }
 
-    Result<BufferRef> acquire(BufferKind kind, std::size_t bytes);
-    std::error_code release(BufferRef ref);
+    // The fast path: a free buffer of the requested class, registered where
+    // it must be. Everything else is acquireSlow's.
+    Result<BufferRef> acquire(BufferKind kind, std::size_t bytes)
+    {
+        ThreadState& t = local();
+        std::uint64_t generation = 0;
+        BufferDesc* d = nullptr;
+        if (bytes - 1 < maxBytes_) [[likely]] {
+            const unsigned cls = compressBufferSize(bytes, config_.tech);
+            d = reuse(t, kind, cls, generation);
+            if (d != nullptr &&
+                (usable_.load(std::memory_order_acquire) == 0 || fullyRegistered(*d))) [[likely]] {
+                KindCounters& counters = t.counters[static_cast<unsigned>(kind)];
+                bump(counters.reuses);
+                return lease(counters, *d, generation, false);
+            }
+        }
+        return acquireSlow(t, kind, bytes, d, generation);
+    }
+    Result<BufferRef> acquireSlow(ThreadState& t, BufferKind kind, std::size_t bytes,
+                                  BufferDesc* claimed, std::uint64_t generation);
+    Result<void> release(BufferRef ref);
     Result<void> addLink(unsigned link);
     Result<void> removeLink(unsigned link);
     unsigned linkMask() const noexcept { return usable_.load(std::memory_order_acquire); }
-    void drainCaches() noexcept;
     std::vector<BufferDesc*> buffers(BufferKind kind) const;
     PoolStats stats() const noexcept;
     const PoolConfig& config() const noexcept { return config_; }
 
 private:
-    ThreadState& local();
+    ThreadState& local()
+    {
+        if (tlsPoolId == id_) [[likely]]
+            return *tlsState;
+        return localSlow();
+    }
     ThreadState& localSlow();
+
+    BufferRef lease(KindCounters& counters, BufferDesc& d, std::uint64_t generation,
+                    bool downgraded) noexcept
+    {
+        if (downgraded)
+            bump(counters.downgrades);
+        bump(counters.classHistogram[d.sizeClass()]);
+        bump(counters.inUseBytes, static_cast<std::int64_t>(d.size()));
+        return DescAccess::makeRef(&d, generation);
+    }
+
+    // The hot path calls our own policy directly (it is final), the others
+    // through the interface.
+    BufferDesc* reuse(ThreadState& t, BufferKind kind, unsigned cls,
+                      std::uint64_t& generation) noexcept
+    {
+        return magazine_ ? magazine_->reuse(t, kind, cls, generation)
+                         : policy_->reuse(t, kind, cls, generation);
+    }
+    void putBack(ThreadState& t, BufferDesc& d, BufferKind kind, unsigned cls) noexcept
+    {
+        if (magazine_)
+            magazine_->putBack(t, d, kind, cls);
+        else
+            policy_->putBack(t, d, kind, cls);
+    }
 
     void enterRead(ThreadState& t) noexcept
     {
@@ -103,11 +167,13 @@ private:
         return usable_.load(std::memory_order_seq_cst) | adding_.load(std::memory_order_seq_cst);
     }
 
+    BufferDesc* scavenge(BufferKind kind, unsigned cls, std::uint64_t& generation) noexcept;
     Result<BufferDesc*> create(ThreadState& t, BufferKind kind, unsigned cls,
                                std::uint64_t& generation);
     std::error_code registerOn(BufferDesc& d, unsigned link, bool wait) noexcept;
     void unregisterOn(BufferDesc& d, unsigned link) noexcept;
-    std::error_code ensureRegistered(ThreadState& t, BufferDesc& d) noexcept;
+    bool fullyRegistered(const BufferDesc& d) const noexcept;
+    std::error_code registerOnUsable(ThreadState& t, BufferDesc& d) noexcept;
     void destroy(BufferDesc& d) noexcept;
     void unregisterAll(unsigned link) noexcept;
 
@@ -121,7 +187,7 @@ private:
     std::unique_ptr<BucketPolicy> policy_;
 
     // Per-thread state: TBB finds a thread's own; the registry list lets
-    // stats(), drainCaches() and synchronize() visit them all, even while
+    // stats() and synchronize() visit them all, even while
     // new threads join.
     tbb::enumerable_thread_specific<ThreadState> threads_;
     std::atomic<ThreadState*> registry_{nullptr};
@@ -131,25 +197,14 @@ private:
     std::atomic<unsigned> adding_{0};
     std::mutex linkMutex_; // link changes only; acquire/release never take it
 
+    MagazinePolicy* magazine_ = nullptr; // the policy, when it is ours: called directly
+    const std::size_t maxBytes_ = classBytes(maxSizeClass(config_.tech));
+
     std::atomic<std::uint64_t> pooledTotal_{0}; // bytes, for the memory limit
     std::array<std::atomic<std::uint64_t>, kBufferKinds> pooledBytes_{};
     std::array<std::atomic<std::uint64_t>, kBufferKinds> descriptors_{};
     std::array<std::atomic<std::uint64_t>, kBufferKinds> freed_{};
 };
-
-ThreadState& BufferPoolCore::local()
-{
-    // One-entry cache in front of TBB's lookup: threads mostly stay on one
-    // link group. Pool ids are never reused, so a stale entry cannot match.
-    thread_local std::uint64_t lastId = 0;
-    thread_local ThreadState* lastState = nullptr;
-    if (lastId == id_)
-        return *lastState;
-    ThreadState& t = localSlow();
-    lastId = id_;
-    lastState = &t;
-    return t;
-}
 
 ThreadState& BufferPoolCore::localSlow()
 {
@@ -162,6 +217,8 @@ ThreadState& BufferPoolCore::localSlow()
         } while (!registry_.compare_exchange_weak(head, &t, std::memory_order_release,
                                                   std::memory_order_relaxed));
     }
+    tlsPoolId = id_;
+    tlsState = &t;
     return t;
 }
 
@@ -266,17 +323,18 @@ Result<BufferDesc*> BufferPoolCore::create(ThreadState& t, BufferKind kind, unsi
     return d;
 }
 
-// A reused buffer must be registered on every usable link; normally it is,
-// because a link becomes usable only after every buffer got registered on it.
-std::error_code BufferPoolCore::ensureRegistered(ThreadState& t, BufferDesc& d) noexcept
+bool BufferPoolCore::fullyRegistered(const BufferDesc& d) const noexcept
 {
     const unsigned mask = usable_.load(std::memory_order_acquire);
-    bool complete = true;
     for (unsigned link = 0; link < kMaxLinks; ++link)
         if ((mask & bit(link)) && !d.isRegistered(link))
-            complete = false;
-    if (complete)
-        return {};
+            return false;
+    return true;
+}
+
+// Register a reused buffer on the usable links it misses (see acquire).
+std::error_code BufferPoolCore::registerOnUsable(ThreadState& t, BufferDesc& d) noexcept
+{
     enterRead(t);
     const unsigned now = usable_.load(std::memory_order_seq_cst);
     std::error_code ec;
@@ -305,83 +363,88 @@ void BufferPoolCore::destroy(BufferDesc& d) noexcept
     table_.vacate(d);
 }
 
-Result<BufferRef> BufferPoolCore::acquire(BufferKind kind, std::size_t bytes)
+// The slow path of acquire: a bad size, a reused buffer that misses a
+// registration (`claimed`), or no free buffer at the requested class.
+Result<BufferRef> BufferPoolCore::acquireSlow(ThreadState& t, BufferKind kind, std::size_t bytes,
+                                              BufferDesc* claimed, std::uint64_t generation)
 {
-    ThreadState& t = local();
     KindCounters& counters = t.counters[static_cast<unsigned>(kind)];
-    Result<unsigned> cls = sizeClassFor(bytes, config_.tech);
-    if (!cls) {
+    if (bytes - 1 >= maxBytes_) { // 0 wraps around
         bump(counters.failures);
-        return cls.error();
+        return Errc::InvalidSize;
     }
+    const unsigned cls = compressBufferSize(bytes, config_.tech);
 
-    std::error_code lastError;
-    // Second round only under memory pressure: free buffers of the right
-    // class may sit in other threads' caches.
-    for (int round = 0; round < 2; ++round) {
-        for (int c = static_cast<int>(*cls); c >= 0; --c) {
-            std::uint64_t generation = 0;
-            BufferDesc* d = policy_->reuse(t, kind, static_cast<unsigned>(c), generation);
-            if (d != nullptr) {
-                if (std::error_code ec = ensureRegistered(t, *d)) {
+    // Like Linux: per class from the requested one down, reuse a free buffer,
+    // else create one; only when that fails for want of memory, go smaller.
+    std::optional<std::error_code> lastError;
+    for (unsigned c = cls + 1; c-- > 0;) {
+        BufferDesc* d = c == cls ? claimed : reuse(t, kind, c, generation);
+        if (d != nullptr) {
+            // A link is usable only once every buffer is registered on it, so
+            // this is the rare race with a link being added.
+            if (!fullyRegistered(*d)) {
+                if (std::error_code ec = registerOnUsable(t, *d)) {
                     // A buffer the registrar refused is freed, never reused.
                     destroy(*d);
                     bump(counters.failures);
                     return ec;
                 }
-                bump(counters.reuses);
-            } else {
-                Result<BufferDesc*> created =
-                    create(t, kind, static_cast<unsigned>(c), generation);
-                if (!created) {
-                    lastError = created.error();
-                    if (!isDowngradable(lastError)) {
-                        bump(counters.failures);
-                        return lastError;
-                    }
-                    continue;
-                }
+            }
+            bump(counters.reuses);
+        } else {
+            Result<BufferDesc*> created = create(t, kind, c, generation);
+            if (created) {
                 d = *created;
                 bump(counters.allocs);
+            } else {
+                lastError = created.error();
+                if (!isDowngradable(*lastError)) {
+                    bump(counters.failures);
+                    return *lastError;
+                }
+                // Out of memory: a free buffer of this class may be hinted
+                // only in another thread's magazine. Find it before going smaller.
+                if (magazine_ == nullptr || (d = scavenge(kind, c, generation)) == nullptr)
+                    continue;
+                bump(counters.reuses);
             }
-            if (static_cast<unsigned>(c) != *cls)
-                bump(counters.downgrades);
-            bump(counters.classHistogram[static_cast<unsigned>(c)]);
-            bump(counters.inUseBytes, static_cast<std::int64_t>(d->size()));
-            return DescAccess::makeRef(d, generation);
         }
-        if (config_.policy != LockPolicy::Default)
-            break;
-        drainCaches();
+        return lease(counters, *d, generation, c != cls);
     }
     bump(counters.failures);
-    return lastError;
+    return *lastError; // every class failed, each setting it
 }
 
-std::error_code BufferPoolCore::release(BufferRef ref)
+Result<void> BufferPoolCore::release(BufferRef ref)
 {
     BufferDesc* d = ref.desc();
     if (d == nullptr)
         return Errc::InvalidBuffer;
     if (DescAccess::pool(*d) != owner_)
         return Errc::ForeignBuffer;
+    // Only the holder of the current lease may release, so a load and a
+    // store suffice (no locked instruction): a second or stale release sees
+    // another state and fails without touching the buffer. Even two threads
+    // racing to release one lease cannot corrupt anything: reuse goes through
+    // the claim CAS, so the buffer is still handed out once.
     auto& state = DescAccess::state(*d);
-    std::uint64_t expected = DescAccess::pack(ref.generation(), DescAccess::kUsed);
-    // Used -> Releasing first: nobody can claim the buffer while we scrub it,
-    // and a stale or second release fails here without touching it.
-    if (!state.compare_exchange_strong(expected,
-                                       DescAccess::pack(ref.generation(), DescAccess::kReleasing),
-                                       std::memory_order_acquire, std::memory_order_relaxed))
+    if (state.load(std::memory_order_acquire) !=
+        DescAccess::pack(ref.generation(), DescAccess::kUsed))
         return Errc::DoubleRelease;
-
-    ThreadState& t = local();
-    KindCounters& counters = t.counters[static_cast<unsigned>(d->kind())];
+    // Read what putBack needs while the buffer is still ours: once it is
+    // Free, another thread may claim it (and even free it).
+    const BufferKind kind = d->kind();
+    const unsigned cls = d->sizeClass();
+    const std::size_t size = d->size();
     if (config_.zeroOnRelease)
-        std::memset(d->data(), 0, d->size());
+        std::memset(d->data(), 0, size); // still Used: nobody can claim it yet
+    ThreadState& t = local();
+    KindCounters& counters = t.counters[static_cast<unsigned>(kind)];
     bump(counters.releases);
-    bump(counters.inUseBytes, -static_cast<std::int64_t>(d->size()));
+    bump(counters.inUseBytes, -static_cast<std::int64_t>(size));
     state.store(DescAccess::pack(ref.generation(), DescAccess::kFree), std::memory_order_release);
-    policy_->putBack(t, *d);
+    putBack(t, *d, kind, cls);
     return {};
 }
 
@@ -460,10 +523,23 @@ Result<void> BufferPoolCore::removeLink(unsigned link)
     return {};
 }
 
-void BufferPoolCore::drainCaches() noexcept
+BufferDesc* BufferPoolCore::scavenge(BufferKind kind, unsigned cls,
+                                     std::uint64_t& generation) noexcept
 {
-    for (ThreadState* t = registry_.load(std::memory_order_acquire); t != nullptr; t = t->next)
-        policy_->drain(*t);
+    BufferDesc* found = nullptr;
+    table_.forEach([&](BufferDesc& d) {
+        // Kind and class are stable while the buffer is Free; the claim then
+        // makes them ours to trust (as in MagazinePolicy::claimAs).
+        if (found == nullptr && DescAccess::live(d).load(std::memory_order_acquire) &&
+            tryClaim(d, generation)) {
+            if (d.kind() == kind && d.sizeClass() == cls)
+                found = &d;
+            else
+                DescAccess::state(d).store(DescAccess::pack(generation, DescAccess::kFree),
+                                           std::memory_order_release);
+        }
+    });
+    return found;
 }
 
 std::vector<BufferDesc*> BufferPoolCore::buffers(BufferKind kind) const
@@ -529,7 +605,7 @@ Result<BufferRef> BufferPool::acquire(BufferKind kind, std::size_t bytes) noexce
     }
 }
 
-std::error_code BufferPool::release(BufferRef buffer) noexcept
+Result<void> BufferPool::release(BufferRef buffer) noexcept
 {
     try {
         return core_->release(buffer);
@@ -548,14 +624,25 @@ Result<void> BufferPool::addLink(unsigned link)
     }
 }
 
-Result<void> BufferPool::removeLink(unsigned link) { return core_->removeLink(link); }
-unsigned BufferPool::linkMask() const noexcept { return core_->linkMask(); }
-void BufferPool::drainCaches() noexcept { core_->drainCaches(); }
+Result<void> BufferPool::removeLink(unsigned link)
+{
+    return core_->removeLink(link);
+}
+unsigned BufferPool::linkMask() const noexcept
+{
+    return core_->linkMask();
+}
 std::vector<BufferDesc*> BufferPool::buffers(BufferKind kind) const
 {
     return core_->buffers(kind);
 }
-PoolStats BufferPool::stats() const noexcept { return core_->stats(); }
-const PoolConfig& BufferPool::config() const noexcept { return core_->config(); }
+PoolStats BufferPool::stats() const noexcept
+{
+    return core_->stats();
+}
+const PoolConfig& BufferPool::config() const noexcept
+{
+    return core_->config();
+}
 
 } // namespace smc

@@ -14,7 +14,8 @@
 #include "pool/size_class.h"
 #include "pool/stats.h"
 
-namespace smc {
+namespace smc
+{
 
 // How buckets are protected. All three share one interface and one test suite.
 enum class LockPolicy : std::uint8_t {
@@ -77,7 +78,7 @@ public:
     Result<BufferRef> acquire(BufferKind kind, std::size_t bytes) noexcept;
     // Give a buffer back for reuse. Refuses a double release, a stale lease
     // and a buffer of another pool, without touching the buffer.
-    std::error_code release(BufferRef buffer) noexcept;
+    Result<void> release(BufferRef buffer) noexcept;
 
     // SMC-R: make link `link` (0..2) a registration target: every buffer the
     // pool holds is registered on it (in bulk) while acquire/release go on.
@@ -86,9 +87,6 @@ public:
     Result<void> removeLink(unsigned link);
     // Links whose registration is complete (bit i = link i).
     unsigned linkMask() const noexcept;
-
-    // Move buffers parked in per-thread caches back to the shared free lists.
-    void drainCaches() noexcept;
 
     // Every buffer the pool holds, leased or free (a snapshot; SMC-R rkey
     // exchange uses it). Call while no link is being removed.

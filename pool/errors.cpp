@@ -4,8 +4,10 @@
 
 #include <string>
 
-namespace smc {
-namespace {
+namespace smc
+{
+namespace
+{
 
 class SmcCategory final : public std::error_category
 {

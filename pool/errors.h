@@ -4,24 +4,25 @@
 
 #include <system_error>
 
-namespace smc {
+namespace smc
+{
 
 enum class Errc {
-    InvalidSize = 1,       // a buffer size of 0, or above the largest size class
-    LimitReached,          // the pool's memory limit leaves no room, even after downgrading
-    OutOfMemory,           // the page allocator failed for every class down to 16 KiB
-    RegistrationFailed,    // the registrar refused a buffer
-    DoubleRelease,         // the buffer was already released (or re-acquired by someone else)
-    ForeignBuffer,         // the buffer belongs to another pool
-    InvalidBuffer,         // a null or never-acquired buffer reference
-    TableFull,             // the pool holds its maximum number of descriptors
-    NotSupported,          // the operation does not apply (e.g. links on an SMC-D pool)
-    InvalidLink,           // a link index outside 0..2
-    LinkExists,            // the link index is already in use
-    NoSuchLink,            // the link index is not in use
-    DmbLimitReached,       // the ISM device has no free DMB slot
-    UnknownToken,          // no DMB is registered under that token
-    OutOfBounds,           // a DMB access beyond its end
+    InvalidSize = 1,    // a buffer size of 0, or above the largest size class
+    LimitReached,       // the pool's memory limit leaves no room, even after downgrading
+    OutOfMemory,        // the page allocator failed for every class down to 16 KiB
+    RegistrationFailed, // the registrar refused a buffer
+    DoubleRelease,      // the buffer was already released (or re-acquired by someone else)
+    ForeignBuffer,      // the buffer belongs to another pool
+    InvalidBuffer,      // a null or never-acquired buffer reference
+    TableFull,          // the pool holds its maximum number of descriptors
+    NotSupported,       // the operation does not apply (e.g. links on an SMC-D pool)
+    InvalidLink,        // a link index outside 0..2
+    LinkExists,         // the link index is already in use
+    NoSuchLink,         // the link index is not in use
+    DmbLimitReached,    // the ISM device has no free DMB slot
+    UnknownToken,       // no DMB is registered under that token
+    OutOfBounds,        // a DMB access beyond its end
 };
 
 const std::error_category& smcCategory() noexcept;

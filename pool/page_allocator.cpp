@@ -6,7 +6,8 @@
 
 #include <sys/mman.h>
 
-namespace smc {
+namespace smc
+{
 
 std::shared_ptr<std::byte> MmapAllocator::allocate(std::size_t bytes) noexcept
 {

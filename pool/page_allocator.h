@@ -5,7 +5,8 @@
 #include <cstddef>
 #include <memory>
 
-namespace smc {
+namespace smc
+{
 
 // Returns page-aligned, zero-filled memory whose deleter gives it back, or
 // null when none can be had. Injected so tests can make allocation fail.

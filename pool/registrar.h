@@ -7,7 +7,8 @@
 
 #include "pool/buffer_desc.h"
 
-namespace smc {
+namespace smc
+{
 
 // The pool calls a registrar to make a buffer reachable on a link: an RDMA
 // memory region on the link's protection domain (SMC-R), or a DMB on an ISM

@@ -8,7 +8,30 @@
 #include <type_traits>
 #include <utility>
 
-namespace smc {
+namespace smc
+{
+
+// Errors are stored as (value, category) rather than a std::error_code, whose
+// default constructor calls the out-of-line std::system_category(): success
+// must cost nothing on the data path.
+namespace detail
+{
+class ErrorStore
+{
+public:
+    ErrorStore() = default;
+    ErrorStore(std::error_code ec) noexcept : value_(ec.value()), category_(&ec.category()) {}
+    bool failed() const noexcept { return category_ != nullptr && value_ != 0; }
+    std::error_code get() const noexcept
+    {
+        return category_ ? std::error_code(value_, *category_) : std::error_code();
+    }
+
+private:
+    int value_ = 0;
+    const std::error_category* category_ = nullptr;
+};
+} // namespace detail
 
 // Control-path functions return Result<T>; the member names follow std::expected
 // (has_value, value, error, operator*) so that moving to it later is a rename.
@@ -24,8 +47,8 @@ public:
     Result(T value) : value_(std::move(value)) {}
     Result(std::error_code error) : error_(error) { assert(error); }
     template <typename E>
-        requires std::is_error_code_enum_v<E>
-    Result(E error) : Result(std::error_code(make_error_code(error)))
+    requires std::is_error_code_enum_v<E> Result(E error)
+        : Result(std::error_code(make_error_code(error)))
     {
     }
 
@@ -52,11 +75,11 @@ public:
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
 
-    std::error_code error() const noexcept { return error_; }
+    std::error_code error() const noexcept { return error_.get(); }
 
 private:
     std::optional<T> value_;
-    std::error_code error_;
+    detail::ErrorStore error_;
 };
 
 // Result<void>: success, or an error code.
@@ -66,17 +89,14 @@ public:
     Result() = default;
     Result(std::error_code error) : error_(error) {}
     template <typename E>
-        requires std::is_error_code_enum_v<E>
-    Result(E error) : error_(make_error_code(error))
-    {
-    }
+    requires std::is_error_code_enum_v<E> Result(E error) : error_(make_error_code(error)) {}
 
-    bool has_value() const noexcept { return !error_; }
+    bool has_value() const noexcept { return !error_.failed(); }
     explicit operator bool() const noexcept { return has_value(); }
-    std::error_code error() const noexcept { return error_; }
+    std::error_code error() const noexcept { return error_.get(); }
 
 private:
-    std::error_code error_;
+    detail::ErrorStore error_;
 };
 
 } // namespace smc

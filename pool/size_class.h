@@ -9,7 +9,8 @@
 #include "pool/errors.h"
 #include "pool/result.h"
 
-namespace smc {
+namespace smc
+{
 
 // SMC-R buffers are RDMA-registered memory; SMC-D buffers are ISM DMBs.
 enum class Tech : std::uint8_t { SmcR, SmcD };

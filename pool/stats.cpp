@@ -4,8 +4,10 @@
 
 #include <sstream>
 
-namespace smc {
-namespace {
+namespace smc
+{
+namespace
+{
 
 void writeKind(std::ostringstream& out, const char* name, const KindStats& k)
 {

@@ -8,7 +8,8 @@
 
 #include "pool/size_class.h"
 
-namespace smc {
+namespace smc
+{
 
 struct KindStats {
     std::uint64_t allocs = 0;     // buffers created (Linux alloc_cnt)
@@ -16,10 +17,10 @@ struct KindStats {
     std::uint64_t downgrades = 0; // acquires served from a smaller class (dgrade_cnt)
     std::uint64_t failures = 0;   // acquires that returned an error
     std::uint64_t releases = 0;
-    std::uint64_t freed = 0;        // buffers given back to the system (registration failure, teardown)
-    std::int64_t inUseBytes = 0;    // gauge: bytes currently leased (Linux rmbuse)
-    std::uint64_t pooledBytes = 0;  // gauge: bytes the pool owns, leased or free (alloc_rmbs)
-    std::uint64_t descriptors = 0;  // gauge: buffers the pool owns
+    std::uint64_t freed = 0; // buffers given back to the system (registration failure, teardown)
+    std::int64_t inUseBytes = 0;   // gauge: bytes currently leased (Linux rmbuse)
+    std::uint64_t pooledBytes = 0; // gauge: bytes the pool owns, leased or free (alloc_rmbs)
+    std::uint64_t descriptors = 0; // gauge: buffers the pool owns
     std::array<std::uint64_t, kSizeClasses> classHistogram{}; // leases per size class
 };
 

@@ -7,7 +7,8 @@
 
 #include <infiniband/verbs.h>
 
-namespace smc::rdma {
+namespace smc::rdma
+{
 
 Result<std::vector<std::string>> listDevices()
 {

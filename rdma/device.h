@@ -7,7 +7,8 @@
 
 #include "pool/result.h"
 
-namespace smc::rdma {
+namespace smc::rdma
+{
 
 // Names of the RDMA devices on this host (e.g. "rxe0", "mlx5_0"). A host
 // whose kernel has no RDMA support answers std::errc::function_not_supported;

@@ -6,7 +6,8 @@
 
 #include "pool/buffer_desc.h"
 
-namespace smc {
+namespace smc
+{
 
 struct DescAccess {
     using RegState = BufferDesc::RegState;
@@ -19,10 +20,7 @@ struct DescAccess {
     {
         return (generation << 2) | use;
     }
-    static constexpr std::uint64_t generationOf(std::uint64_t state) noexcept
-    {
-        return state >> 2;
-    }
+    static constexpr std::uint64_t generationOf(std::uint64_t state) noexcept { return state >> 2; }
 
     using BucketHook =
         boost::intrusive::member_hook<BufferDesc, boost::intrusive::list_member_hook<>,
@@ -31,6 +29,7 @@ struct DescAccess {
     static auto& state(BufferDesc& d) noexcept { return d.state_; }
     static auto& live(BufferDesc& d) noexcept { return d.live_; }
     static auto& nextFree(BufferDesc& d) noexcept { return d.nextFree_; }
+    static auto& onStack(BufferDesc& d) noexcept { return d.onStack_; }
     static auto& regState(BufferDesc& d, unsigned link) noexcept { return d.regState_[link]; }
     static auto& bucketHook(BufferDesc& d) noexcept { return d.bucketHook_; }
     static std::uint32_t index(const BufferDesc& d) noexcept { return d.index_; }

@@ -13,7 +13,8 @@
 #include "pool/buffer_desc.h"
 #include "pool/internal/desc_access.h"
 
-namespace smc {
+namespace smc
+{
 
 // Descriptors never move and are never freed before the pool: a 32-bit index
 // names one for the lock-free free stacks, and link scans may walk the table
@@ -38,7 +39,8 @@ public:
 
     BufferDesc& at(std::uint32_t index) const noexcept
     {
-        return chunks_[index >> kChunkBits].load(std::memory_order_acquire)[index & (kChunkSize - 1)];
+        return chunks_[index >> kChunkBits].load(
+            std::memory_order_acquire)[index & (kChunkSize - 1)];
     }
 
     // Slots [0, highWater()) exist; each is live or vacant.

@@ -16,7 +16,8 @@
 #include "pool/internal/thread_state.h"
 #include "pool/size_class.h"
 
-namespace smc {
+namespace smc
+{
 
 // Claim a free buffer: Free -> Used with the next generation. Fails if someone
 // else holds it or got there first.
@@ -48,10 +49,9 @@ public:
     virtual void insert(BufferDesc& d) noexcept = 0;
     // A buffer that is about to be freed leaves its bucket. It is not free.
     virtual void remove(BufferDesc& d) noexcept = 0;
-    // A released buffer (state Free) is available again.
-    virtual void putBack(ThreadState& t, BufferDesc& d) noexcept = 0;
-    // Per-thread caches back to the shared lists.
-    virtual void drain(ThreadState& t) noexcept = 0;
+    // A released buffer (state Free, of that kind and class) is available
+    // again. Another thread may already have claimed it: read nothing from it.
+    virtual void putBack(ThreadState& t, BufferDesc& d, BufferKind kind, unsigned cls) noexcept = 0;
     // Held across a link add/remove scan: what Linux's write lock excludes.
     virtual void lockForLinkChange() noexcept = 0;
     virtual void unlockForLinkChange() noexcept = 0;
@@ -97,8 +97,7 @@ public:
         list.erase(list.iterator_to(d));
     }
 
-    void putBack(ThreadState&, BufferDesc&) noexcept override {}
-    void drain(ThreadState&) noexcept override {}
+    void putBack(ThreadState&, BufferDesc&, BufferKind, unsigned) noexcept override {}
 
     // Fixed order: kind, then ascending class.
     void lockForLinkChange() noexcept override
@@ -148,10 +147,13 @@ private:
 // packs (tag << 32 | index + 1) and the tag moves on every push and pop, so a
 // descriptor that left and came back between a pop's read and its CAS makes
 // the CAS fail instead of corrupting the stack (the ABA problem that bars
-// Linux's llist from having several concurrent poppers).
+// Linux's llist from having several concurrent poppers). A descriptor's
+// onStack flag keeps it from being linked twice.
 class FreeStack
 {
 public:
+    // Push the chain first..last (already linked through nextFree, each
+    // marked onStack) in one CAS.
     void push(BufferDesc& first, BufferDesc& last) noexcept
     {
         std::uint64_t head = head_.load(std::memory_order_relaxed);
@@ -176,9 +178,10 @@ public:
             // in the CAS then fails and we retry.
             const std::uint64_t next = DescAccess::nextFree(d).load(std::memory_order_relaxed);
             if (head_.compare_exchange_weak(head, ((head >> 32) + 1) << 32 | next,
-                                            std::memory_order_acquire,
-                                            std::memory_order_acquire))
+                                            std::memory_order_acquire, std::memory_order_acquire)) {
+                DescAccess::onStack(d).store(false, std::memory_order_release);
                 return &d;
+            }
         }
     }
 
@@ -188,83 +191,95 @@ private:
 
 // Ours: a bounded per-thread magazine per bucket in front of a lock-free free
 // stack per bucket. A thread that releases a buffer usually reuses it next,
-// touching only its own cache lines. Nothing here is locked by link changes.
+// touching only its own cache lines: no lock, one CAS (the claim). Magazines
+// are hints, never ownership, so no buffer is ever stranded in one: a thread
+// short of memory claims free buffers wherever they are (BufferPoolCore::
+// scavenge). Nothing here is locked by link changes.
 class MagazinePolicy final : public BucketPolicy
 {
 public:
     explicit MagazinePolicy(const DescTable& table) : table_(table) {}
 
-    // Large buffers are cached sparingly: at most 4 MiB per bucket and thread.
-    static constexpr std::uint32_t capacity(unsigned cls) noexcept
-    {
-        const std::size_t budget = (std::size_t{4} << 20) / classBytes(cls);
-        return budget >= Magazine::kSlots ? Magazine::kSlots
-                                          : (budget == 0 ? 1 : static_cast<std::uint32_t>(budget));
-    }
+    // Large buffers are cached sparingly: at most 4 MiB per bucket and thread
+    // (a table: the release path must not divide).
+    static constexpr std::array<std::uint32_t, kSizeClasses> kCapacity = [] {
+        std::array<std::uint32_t, kSizeClasses> caps{};
+        for (unsigned c = 0; c < kSizeClasses; ++c) {
+            const std::size_t budget = (std::size_t{4} << 20) / classBytes(c);
+            caps[c] = budget >= Magazine::kSlots ? Magazine::kSlots
+                                                 : (budget == 0 ? 1u : std::uint32_t(budget));
+        }
+        return caps;
+    }();
 
     BufferDesc* reuse(ThreadState& t, BufferKind kind, unsigned cls,
                       std::uint64_t& generation) noexcept override
     {
         const unsigned k = static_cast<unsigned>(kind);
-        BufferDesc* d = nullptr;
-        {
-            std::lock_guard lock(t.cacheLock);
-            Magazine& m = t.magazines[k][cls];
-            if (m.count > 0)
-                d = m.slots[--m.count];
+        Magazine& m = t.magazines[k][cls];
+        while (m.count > 0) {
+            BufferDesc* d = m.slots[--m.count];
+            if (claimAs(*d, kind, cls, generation))
+                return d;
         }
-        if (d == nullptr)
-            d = stacks_[k][cls].stack.pop(table_);
-        // A buffer in a cache or on a stack is free and reachable from
-        // nowhere else, so the claim cannot fail.
-        if (d != nullptr && !tryClaim(*d, generation))
-            return nullptr;
-        return d;
+        while (BufferDesc* d = stacks_[k][cls].stack.pop(table_))
+            if (claimAs(*d, kind, cls, generation))
+                return d;
+        return nullptr;
     }
 
     void insert(BufferDesc&) noexcept override {}
     void remove(BufferDesc&) noexcept override {}
 
-    void putBack(ThreadState& t, BufferDesc& d) noexcept override
+    void putBack(ThreadState& t, BufferDesc& d, BufferKind kind, unsigned cls) noexcept override
     {
-        const unsigned k = static_cast<unsigned>(d.kind());
-        const unsigned cls = d.sizeClass();
-        std::lock_guard lock(t.cacheLock);
+        const unsigned k = static_cast<unsigned>(kind);
         Magazine& m = t.magazines[k][cls];
-        if (m.count < capacity(cls)) {
+        if (m.count < kCapacity[cls]) {
             m.slots[m.count++] = &d;
             return;
         }
-        // Full: hand this buffer and the older half of the cache to the shared
-        // stack in one CAS, keeping the most recently used ones local.
+        // Full: hand this buffer and the older half of the magazine to the
+        // shared stack in one CAS, keeping the most recently used ones local.
         const std::uint32_t keep = m.count / 2;
-        BufferDesc* last = &d;
-        for (std::uint32_t i = keep; i < m.count; ++i) {
-            DescAccess::nextFree(*last).store(DescAccess::index(*m.slots[i]) + 1,
-                                              std::memory_order_relaxed);
-            last = m.slots[i];
-        }
-        stacks_[k][cls].stack.push(d, *last);
+        BufferDesc* first = nullptr;
+        BufferDesc* last = nullptr;
+        auto link = [&](BufferDesc& x) {
+            if (DescAccess::onStack(x).exchange(true, std::memory_order_acq_rel))
+                return; // a stale hint for a buffer already on a stack
+            if (last != nullptr)
+                DescAccess::nextFree(*last).store(DescAccess::index(x) + 1,
+                                                  std::memory_order_relaxed);
+            else
+                first = &x;
+            last = &x;
+        };
+        link(d);
+        for (std::uint32_t i = keep; i < m.count; ++i)
+            link(*m.slots[i]);
+        if (first != nullptr)
+            stacks_[k][cls].stack.push(*first, *last);
         m.count = keep;
-    }
-
-    void drain(ThreadState& t) noexcept override
-    {
-        std::lock_guard lock(t.cacheLock);
-        for (unsigned k = 0; k < kBufferKinds; ++k) {
-            for (unsigned c = 0; c < kSizeClasses; ++c) {
-                Magazine& m = t.magazines[k][c];
-                for (std::uint32_t i = 0; i < m.count; ++i)
-                    stacks_[k][c].stack.push(*m.slots[i], *m.slots[i]);
-                m.count = 0;
-            }
-        }
     }
 
     void lockForLinkChange() noexcept override {}
     void unlockForLinkChange() noexcept override {}
 
 private:
+    // Claim a hinted buffer and check it is still what the hint said: its
+    // descriptor may have been freed and reborn as another class meanwhile.
+    static bool claimAs(BufferDesc& d, BufferKind kind, unsigned cls,
+                        std::uint64_t& generation) noexcept
+    {
+        if (!tryClaim(d, generation))
+            return false;
+        if (d.kind() == kind && d.sizeClass() == cls)
+            return true;
+        DescAccess::state(d).store(DescAccess::pack(generation, DescAccess::kFree),
+                                   std::memory_order_release);
+        return false;
+    }
+
     struct alignas(64) PaddedStack {
         FreeStack stack;
     };

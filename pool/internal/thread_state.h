@@ -6,13 +6,12 @@
 #include <atomic>
 #include <cstdint>
 
-#include <tbb/spin_mutex.h>
-
 #include "pool/buffer_desc.h"
 #include "pool/size_class.h"
 #include "pool/stats.h"
 
-namespace smc {
+namespace smc
+{
 
 // Counters with a single writer (the owning thread): a relaxed load+store is
 // enough and costs no locked instruction; stats() sums them with relaxed loads.
@@ -27,7 +26,10 @@ template <typename T> inline void bump(std::atomic<T>& counter, T delta = 1) noe
     counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
-// A small stack of free buffers of one (kind, class), private to a thread.
+// A small stack of buffers of one (kind, class) that this thread released:
+// hints, not ownership. Only the owning thread touches it; whoever claims a
+// buffer (Free -> Used on the descriptor) owns it, so an entry may be stale
+// and is checked when popped.
 struct Magazine {
     static constexpr unsigned kSlots = 8;
     std::uint32_t count = 0;
@@ -35,9 +37,6 @@ struct Magazine {
 };
 
 struct alignas(64) ThreadState {
-    // Taken by the owner around each cache operation (uncontended, so its
-    // cache line stays local) and by drainCaches() from other threads.
-    tbb::spin_mutex cacheLock;
     std::array<std::array<Magazine, kSizeClasses>, kBufferKinds> magazines{};
 
     // Non-zero while this thread registers a buffer (see BufferPoolCore::synchronize).

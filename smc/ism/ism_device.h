@@ -11,7 +11,8 @@
 #include "pool/errors.h"
 #include "pool/result.h"
 
-namespace smc {
+namespace smc
+{
 
 // An ISM device GID: 8 bytes plus the 8-byte extension emulated devices use.
 struct IsmGid {

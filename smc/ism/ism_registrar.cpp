@@ -4,7 +4,8 @@
 
 #include "pool/errors.h"
 
-namespace smc {
+namespace smc
+{
 
 std::error_code IsmRegistrar::registerBuffer(BufferDesc& desc, unsigned link)
 {

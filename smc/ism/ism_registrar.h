@@ -5,7 +5,8 @@
 #include "pool/registrar.h"
 #include "smc/ism/ism_device.h"
 
-namespace smc {
+namespace smc
+{
 
 // For an SMC-D pool (the device is link 0): an RMB becomes a DMB on the
 // device, its token kept in the descriptor; a sndbuf is plain memory, as in

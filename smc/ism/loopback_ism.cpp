@@ -5,7 +5,8 @@
 #include <cstring>
 #include <thread>
 
-namespace smc {
+namespace smc
+{
 
 DmbAttachment& DmbAttachment::operator=(DmbAttachment&& other) noexcept
 {
@@ -141,8 +142,8 @@ Result<void> LoopbackIsm::moveData(DmbToken token, std::size_t offset,
                                    std::span<const std::byte> data, bool signal) noexcept
 {
     Slot* slot = find(token);
-    if (slot == nullptr)
-        return Errc::UnknownToken;
+    if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
+        return Errc::UnknownToken; // cheap refusal that does not hold up unregister
     // Announce ourselves before checking the token; unregister does the
     // opposite, so one of the two always sees the other.
     slot->users.fetch_add(1, std::memory_order_seq_cst);
@@ -177,7 +178,7 @@ std::uint32_t LoopbackIsm::attachCount(DmbToken token) const noexcept
     std::lock_guard lock(mutex_);
     const Slot* slot = find(token);
     return slot != nullptr && slot->token.load(std::memory_order_relaxed) == token ? slot->attached
-                                                                                    : 0;
+                                                                                   : 0;
 }
 
 std::uint64_t LoopbackIsm::signalCount(DmbToken token) const noexcept

@@ -11,7 +11,8 @@
 
 #include "smc/ism/ism_device.h"
 
-namespace smc {
+namespace smc
+{
 
 // One host-local ISM device. Peers on the same device exchange data by
 // writing into each other's DMBs (moveData) or by mapping them (attachDmb).
@@ -22,9 +23,9 @@ namespace smc {
 class LoopbackIsm final : public IsmDevice
 {
 public:
-    static constexpr std::uint32_t kMaxDmbs = 5000;     // Linux SMC_LO_MAX_DMBS
-    static constexpr std::uint16_t kChid = 0xFFFF;      // reserved for loopback
-    static constexpr unsigned kIndexBits = 13;          // 8192 >= kMaxDmbs
+    static constexpr std::uint32_t kMaxDmbs = 5000; // Linux SMC_LO_MAX_DMBS
+    static constexpr std::uint16_t kChid = 0xFFFF;  // reserved for loopback
+    static constexpr unsigned kIndexBits = 13;      // 8192 >= kMaxDmbs
 
     // `onSignal` is fixed for the device's life, so the data path reads it
     // without synchronisation. It may be empty.

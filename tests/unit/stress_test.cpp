@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+// Concurrency stress: many threads, mixed sizes, links coming and going; run under TSan in CI.
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "pool/buffer_pool.h"
+#include "smc/ism/ism_registrar.h"
+#include "smc/ism/loopback_ism.h"
+#include "tests/libtest/fakes.h"
+
+namespace smc
+{
+namespace
+{
+
+template <LockPolicy P> struct PolicyTag {
+    static constexpr LockPolicy kPolicy = P;
+};
+using Policies = ::testing::Types<PolicyTag<LockPolicy::Global>, PolicyTag<LockPolicy::Bucket>,
+                                  PolicyTag<LockPolicy::Default>>;
+class PolicyName
+{
+public:
+    template <typename T> static std::string GetName(int) { return toString(T::kPolicy); }
+};
+
+template <typename Tag> class StressTest : public ::testing::Test
+{
+};
+TYPED_TEST_SUITE(StressTest, Policies, PolicyName);
+
+constexpr int kThreads = 8;
+constexpr int kIterations = 20000;
+constexpr std::size_t kSizes[] = {16384, 32768, 65536, 131072};
+
+// Each holder stamps its id into the first bytes of every buffer it holds and
+// checks the stamp is still there before release: a buffer handed to two
+// owners at once is caught by whichever looks second.
+struct Stamp {
+    std::uint64_t owner;
+    std::uint64_t serial;
+};
+
+bool stampFree(const BufferRef& b)
+{
+    Stamp s;
+    std::memcpy(&s, b.data(), sizeof s);
+    return s.owner == 0;
+}
+
+void stamp(const BufferRef& b, std::uint64_t owner, std::uint64_t serial)
+{
+    const Stamp s{owner, serial};
+    std::memcpy(b.data(), &s, sizeof s);
+}
+
+bool stampIs(const BufferRef& b, std::uint64_t owner, std::uint64_t serial)
+{
+    Stamp s;
+    std::memcpy(&s, b.data(), sizeof s);
+    return s.owner == owner && s.serial == serial;
+}
+
+TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
+{
+    test::FakeRegistrar registrar;
+    PoolConfig config;
+    config.policy = TypeParam::kPolicy;
+    auto pool = std::move(BufferPool::create(config, registrar)).value();
+    ASSERT_TRUE(pool->addLink(0));
+
+    std::atomic<int> errors{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int id = 1; id <= kThreads; ++id) {
+        workers.emplace_back([&, id] {
+            std::mt19937 rng(static_cast<unsigned>(id));
+            std::vector<std::pair<BufferRef, std::uint64_t>> held;
+            for (std::uint64_t i = 0; i < kIterations; ++i) {
+                const BufferKind kind = (rng() & 1) ? BufferKind::Rmb : BufferKind::Sndbuf;
+                Result<BufferRef> b = pool->acquire(kind, kSizes[rng() % 4]);
+                if (!b || !stampFree(*b)) {
+                    ++errors;
+                    continue;
+                }
+                stamp(*b, static_cast<std::uint64_t>(id), i);
+                // A buffer registered on every usable link, whatever is changing.
+                const unsigned mask = pool->linkMask();
+                for (unsigned l = 0; l < kMaxLinks; ++l)
+                    if ((mask & (1u << l)) && !(*b)->isRegistered(l) &&
+                        pool->linkMask() & (1u << l))
+                        ++errors;
+                held.emplace_back(*b, i);
+                // Hold up to 4 buffers, release in random order.
+                while (held.size() > (rng() % 4)) {
+                    const std::size_t k = rng() % held.size();
+                    auto [ref, serial] = held[k];
+                    held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+                    if (!stampIs(ref, static_cast<std::uint64_t>(id), serial))
+                        ++errors;
+                    stamp(ref, 0, 0);
+                    if (!pool->release(ref))
+                        ++errors;
+                }
+            }
+            for (auto& [ref, serial] : held) {
+                stamp(ref, 0, 0);
+                if (!pool->release(ref))
+                    ++errors;
+            }
+        });
+    }
+    // Link churn: add and remove link 1 and 2 while buffers move.
+    std::thread churn([&] {
+        while (!stop.load()) {
+            for (unsigned link : {1u, 2u}) {
+                if (!pool->addLink(link))
+                    ++errors;
+                std::this_thread::yield();
+                if (!pool->removeLink(link))
+                    ++errors;
+            }
+        }
+    });
+    for (auto& w : workers)
+        w.join();
+    stop = true;
+    churn.join();
+
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(registrar.violations(), 0) << "a buffer registered or unregistered twice";
+    EXPECT_EQ(pool->linkMask(), 1u);
+    // Exactly the pool's buffers are registered, on link 0 only.
+    const PoolStats s = pool->stats();
+    EXPECT_EQ(registrar.liveOn(0), s.rmb.descriptors + s.sndbuf.descriptors);
+    EXPECT_EQ(registrar.liveOn(1) + registrar.liveOn(2), 0u);
+    EXPECT_EQ(s.rmb.inUseBytes + s.sndbuf.inUseBytes, 0);
+    EXPECT_EQ(s.rmb.allocs + s.rmb.reuses + s.sndbuf.allocs + s.sndbuf.reuses,
+              std::uint64_t{kThreads} * kIterations);
+    EXPECT_EQ(s.rmb.releases + s.sndbuf.releases, std::uint64_t{kThreads} * kIterations);
+    pool.reset();
+    EXPECT_EQ(registrar.liveCount(), 0u);
+}
+
+TYPED_TEST(StressTest, LimitedPoolNeverOvershootsAndNeverLeaks)
+{
+    test::FakeRegistrar registrar;
+    test::CountingAllocator allocator;
+    PoolConfig config;
+    config.policy = TypeParam::kPolicy;
+    config.memoryLimit = 2 << 20;
+    config.allocator = &allocator;
+    auto pool = std::move(BufferPool::create(config, registrar)).value();
+    std::atomic<std::size_t> peak{0};
+    std::vector<std::thread> workers;
+    for (int id = 0; id < kThreads; ++id) {
+        workers.emplace_back([&, id] {
+            std::mt19937 rng(static_cast<unsigned>(id));
+            for (int i = 0; i < kIterations / 3; ++i) {
+                Result<BufferRef> b = pool->acquire(BufferKind::Rmb, kSizes[rng() % 4] * 2);
+                std::size_t live = allocator.live.load();
+                std::size_t seen = peak.load();
+                while (live > seen && !peak.compare_exchange_weak(seen, live)) {
+                }
+                if (b)
+                    EXPECT_TRUE(pool->release(*b));
+                else
+                    EXPECT_EQ(b.error(), Errc::LimitReached);
+            }
+        });
+    }
+    for (auto& w : workers)
+        w.join();
+    EXPECT_LE(peak.load(), config.memoryLimit);
+    pool.reset();
+    EXPECT_EQ(allocator.live.load(), 0u);
+}
+
+TEST(LoopbackIsmStress, MoveDataRacesUnregisterSafely)
+{
+    LoopbackIsm dev;
+    std::atomic<DmbToken> current{0};
+    std::atomic<bool> stop{false};
+    std::atomic<int> landed{0};
+    std::vector<std::thread> writers;
+    for (std::size_t i = 0; i < 4; ++i) {
+        writers.emplace_back([&, i] {
+            const std::byte data[64]{};
+            while (!stop.load()) {
+                // Each writer its own range, like peers writing distinct cursors.
+                Result<void> r = dev.moveData(current.load(), i * sizeof data, data, true);
+                if (r)
+                    ++landed;
+                else if (r.error() != Errc::UnknownToken)
+                    ADD_FAILURE() << r.error().message();
+            }
+        });
+    }
+    for (int round = 0; round < 200; ++round) {
+        Result<DmbInfo> dmb = dev.registerDmb(MmapAllocator::instance().allocate(16384), 16384);
+        ASSERT_TRUE(dmb);
+        current = dmb->token;
+        std::this_thread::yield();
+        ASSERT_TRUE(dev.unregisterDmb(dmb->token));
+    }
+    stop = true;
+    for (auto& w : writers)
+        w.join();
+    EXPECT_EQ(dev.dmbCount(), 0u);
+    EXPECT_GT(landed.load(), 0);
+}
+
+TEST(SmcDPoolStress, ConcurrentConnectionsOnLoopback)
+{
+    LoopbackIsm dev;
+    IsmRegistrar registrar(dev);
+    PoolConfig config;
+    config.tech = Tech::SmcD;
+    auto pool = std::move(BufferPool::create(config, registrar)).value();
+    std::vector<std::thread> workers;
+    std::atomic<int> errors{0};
+    for (int id = 0; id < kThreads; ++id) {
+        workers.emplace_back([&, id] {
+            std::mt19937 rng(static_cast<unsigned>(id));
+            const std::byte request[64]{std::byte{1}};
+            for (int i = 0; i < kIterations / 3; ++i) {
+                Result<BufferRef> rmb = pool->acquire(BufferKind::Rmb, kSizes[rng() % 4]);
+                Result<BufferRef> snd = pool->acquire(BufferKind::Sndbuf, kSizes[rng() % 4]);
+                if (!rmb || !snd || !dev.moveData((*rmb)->dmbToken(), 32, request, true)) {
+                    ++errors;
+                    continue;
+                }
+                if (rmb->data()[32] != std::byte{1})
+                    ++errors;
+                rmb->data()[32] = std::byte{0};
+                if (!pool->release(*rmb) || !pool->release(*snd))
+                    ++errors;
+            }
+        });
+    }
+    for (auto& w : workers)
+        w.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(dev.dmbCount(), pool->stats().rmb.descriptors);
+    pool.reset();
+    EXPECT_EQ(dev.dmbCount(), 0u);
+}
+
+} // namespace
+} // namespace smc
