@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Google Benchmark micro-benchmarks of single pool operations (reuse hit per policy, size rounding).
+// Google Benchmark micro-benchmarks of single pool operations (reuse hit per policy, size
+// rounding).
 #include <benchmark/benchmark.h>
 
 #include "pool/buffer_pool.h"
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/loopback_ism.h"
 
-namespace {
+namespace
+{
 
 using namespace smc;
 
