@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+// RcLink: send slots, always re-posted receives, a completion thread, link-down reporting.
+#include "rdma/rc_link.h"
+
+#include <cstring>
+#include <random>
+
+#include <fcntl.h>
+#include <poll.h>
+
+namespace smc::rdma
+{
+namespace
+{
+
+constexpr std::uint64_t kRecvTag = std::uint64_t{1} << 32;
+
+std::error_code linkIsDown()
+{
+    return std::make_error_code(std::errc::not_connected);
+}
+
+} // namespace
+
+Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const ProtectionDomain& pd,
+                                               LinkConfig config, Handlers handlers)
+{
+    std::unique_ptr<RcLink> link(new RcLink());
+    link->pd_ = pd;
+    link->config_ = config;
+    link->handlers_ = std::move(handlers);
+
+    Result<PortInfo> port = context.port(config.port);
+    if (!port)
+        return port.error();
+    if (config.gidIndex < 0) {
+        Result<int> index = context.findRoceV2Ipv4Gid(config.port);
+        if (!index)
+            return index.error();
+        link->config_.gidIndex = *index;
+    }
+    Result<Gid> gid = context.gid(config.port, link->config_.gidIndex);
+    if (!gid)
+        return gid.error();
+
+    Result<CompletionChannel> channel = CompletionChannel::create(context);
+    if (!channel)
+        return channel.error();
+    link->channel_ = *channel;
+
+    // Like Linux: on allocation failure halve the slot counts and retry.
+    std::uint32_t send = config.maxSendWr, recv = config.maxRecvWr;
+    std::error_code lastError;
+    for (;;) {
+        // Room for two RDMA WRITEs per control message, as Linux sizes it.
+        Result<CompletionQueue> cq =
+            CompletionQueue::create(context, static_cast<int>(3 * send + recv), &*channel);
+        Result<QueuePair> qp = cq ? QueuePair::createRc(pd, *cq, *cq, {3 * send, recv, 2, 1})
+                                  : Result<QueuePair>(cq.error());
+        if (qp) {
+            link->cq_ = *cq;
+            link->qp_ = *qp;
+            break;
+        }
+        lastError = qp.error();
+        if (lastError != std::errc::not_enough_memory || !halveWrCounts(send, recv))
+            return lastError;
+    }
+    link->sendSlots_ = send;
+    link->recvSlots_ = recv;
+    link->slots_.resize(send);
+
+    link->sendBuffers_ = std::make_unique<std::byte[]>(send * kWrBufferSize);
+    link->recvBuffers_ = std::make_unique<std::byte[]>(recv * kWrBufferSize);
+    Result<MemoryRegion> sendMr = MemoryRegion::create(
+        pd, link->sendBuffers_.get(), send * kWrBufferSize, IBV_ACCESS_LOCAL_WRITE);
+    Result<MemoryRegion> recvMr = MemoryRegion::create(
+        pd, link->recvBuffers_.get(), recv * kWrBufferSize, IBV_ACCESS_LOCAL_WRITE);
+    if (!sendMr || !recvMr)
+        return sendMr ? recvMr.error() : sendMr.error();
+    link->sendMr_ = *sendMr;
+    link->recvMr_ = *recvMr;
+
+    std::random_device rd;
+    link->local_ = {link->qp_.qpn(), rd() & 0xffffff, *gid, port->activeMtu};
+
+    // Completion events wake one thread per link; the channel is polled with
+    // a timeout so the destructor can stop it.
+    const int fd = link->channel_.get()->fd;
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+        return errnoError();
+    if (Result<void> r = link->cq_.requestNotify(); !r)
+        return r.error();
+    link->poller_ = std::thread([l = link.get()] { l->completionLoop(); });
+    return link;
+}
+
+RcLink::~RcLink()
+{
+    stop_.store(true);
+    if (poller_.joinable())
+        poller_.join();
+}
+
+Result<void> RcLink::postRecv(std::uint32_t index) noexcept
+{
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(recvBuffers_.get() + index * kWrBufferSize);
+    sge.length = kWrBufferSize;
+    sge.lkey = recvMr_.lkey();
+    ibv_recv_wr wr{};
+    wr.wr_id = kRecvTag | index;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return returnedError(ibv_post_recv(qp_.get(), &wr, &bad));
+}
+
+Result<void> RcLink::connect(const Endpoint& peer)
+{
+    if (Result<void> r = qp_.toInit(config_.port); !r)
+        return r;
+    for (std::uint32_t i = 0; i < recvSlots_; ++i) // before RTR: nothing arrives unposted
+        if (Result<void> r = postRecv(i); !r)
+            return r;
+    Endpoint p = peer;
+    p.mtu = std::min(peer.mtu, local_.mtu);
+    return qp_.toRts(config_.port, config_.gidIndex, local_.psn, p);
+}
+
+Result<std::uint32_t> RcLink::takeSlot(std::chrono::milliseconds wait)
+{
+    std::unique_lock lock(mutex_);
+    std::uint32_t index = 0;
+    auto freeSlot = [&] {
+        if (isDown())
+            return true;
+        for (index = 0; index < slots_.size(); ++index)
+            if (!slots_[index].busy)
+                return true;
+        return false;
+    };
+    if (!slotFreed_.wait_for(lock, wait, freeSlot))
+        return std::make_error_code(std::errc::timed_out);
+    if (isDown())
+        return linkIsDown();
+    slots_[index] = {true, false, false, {}};
+    return index;
+}
+
+std::uint32_t RcLink::freeSendSlots() const
+{
+    std::lock_guard lock(mutex_);
+    std::uint32_t n = 0;
+    for (const Slot& s : slots_)
+        n += !s.busy;
+    return n;
+}
+
+Result<void> RcLink::send(const ControlMessage& message, std::chrono::milliseconds slotWait)
+{
+    Result<std::uint32_t> slot = takeSlot(slotWait);
+    if (!slot)
+        return slot.error();
+    std::byte* buf = sendBuffers_.get() + *slot * kWrBufferSize;
+    std::memcpy(buf, message.data(), kMessageSize);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), kMessageSize, sendMr_.lkey()};
+    ibv_send_wr wr{};
+    wr.wr_id = *slot;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+    ibv_send_wr* bad = nullptr;
+    if (std::error_code ec = returnedError(ibv_post_send(qp_.get(), &wr, &bad))) {
+        {
+            std::lock_guard lock(mutex_);
+            slots_[*slot].busy = false;
+        }
+        linkDown(ec); // Linux: a failed post takes the link down
+        return ec;
+    }
+    return {};
+}
+
+Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                               RemoteBuffer dst, std::chrono::milliseconds wait)
+{
+    Result<std::uint32_t> slot = takeSlot(wait);
+    if (!slot)
+        return slot.error();
+    {
+        std::lock_guard lock(mutex_);
+        slots_[*slot].waited = true;
+    }
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), static_cast<std::uint32_t>(length), lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = *slot;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = dst.addr;
+    wr.wr.rdma.rkey = dst.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (std::error_code ec = returnedError(ibv_post_send(qp_.get(), &wr, &bad))) {
+        {
+            std::lock_guard lock(mutex_);
+            slots_[*slot] = {};
+        }
+        linkDown(ec);
+        return ec;
+    }
+    std::unique_lock lock(mutex_);
+    Slot& s = slots_[*slot];
+    if (!slotFreed_.wait_for(lock, wait, [&] { return s.done; }))
+        return std::make_error_code(
+            std::errc::timed_out); // the slot stays taken until it completes
+    const std::error_code status = s.status;
+    s = {};
+    lock.unlock();
+    slotFreed_.notify_all();
+    return status;
+}
+
+Result<void> RcLink::forceError() noexcept
+{
+    return qp_.toError();
+}
+
+void RcLink::linkDown(std::error_code why)
+{
+    if (down_.exchange(true, std::memory_order_acq_rel))
+        return; // reported once
+    {
+        std::lock_guard lock(mutex_); // wake slot waiters: they answer "link down"
+    }
+    slotFreed_.notify_all();
+    if (handlers_.onLinkDown)
+        handlers_.onLinkDown(why);
+}
+
+void RcLink::handle(const ibv_wc& wc)
+{
+    const std::error_code status = completionError(wc.status);
+    if (wc.wr_id & kRecvTag) {
+        const std::uint32_t index = static_cast<std::uint32_t>(wc.wr_id);
+        if (status) {
+            linkDown(status); // flushed: the QP is in error
+            return;
+        }
+        if (wc.byte_len >= kMessageSize && handlers_.onMessage) {
+            ControlMessage m;
+            std::memcpy(m.data(), recvBuffers_.get() + index * kWrBufferSize, kMessageSize);
+            handlers_.onMessage(m);
+        }
+        if (Result<void> r = postRecv(index); !r) // always re-post
+            linkDown(r.error());
+        return;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        Slot& s = slots_[wc.wr_id];
+        if (s.waited) {
+            s.done = true; // the waiter frees it
+            s.status = status;
+        } else {
+            s = {};
+        }
+    }
+    slotFreed_.notify_all();
+    if (status)
+        linkDown(status);
+}
+
+void RcLink::completionLoop()
+{
+    ibv_wc wc[16];
+    pollfd pfd{channel_.get()->fd, POLLIN, 0};
+    while (!stop_.load(std::memory_order_acquire)) {
+        if (::poll(&pfd, 1, 50) <= 0)
+            continue;
+        ibv_cq* cq = nullptr;
+        void* ctx = nullptr;
+        if (ibv_get_cq_event(channel_.get(), &cq, &ctx) != 0)
+            continue;
+        ibv_ack_cq_events(cq, 1);
+        // Re-arm before draining, so nothing that lands meanwhile is missed.
+        if (!cq_.requestNotify())
+            linkDown(std::make_error_code(std::errc::io_error));
+        for (;;) {
+            Result<int> n = cq_.poll(wc, 16);
+            if (!n) {
+                linkDown(n.error());
+                break;
+            }
+            if (*n == 0)
+                break;
+            for (int i = 0; i < *n; ++i)
+                handle(wc[i]);
+        }
+    }
+}
+
+} // namespace smc::rdma

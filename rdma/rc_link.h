@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+// RcLink: one SMC-R link's RC queue pair with 48-byte send/recv slots for 44-byte control messages.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "rdma/verbs.h"
+
+namespace smc::rdma
+{
+
+inline constexpr std::size_t kWrBufferSize = 48; // Linux SMC_WR_BUF_SIZE
+inline constexpr std::size_t kMessageSize = 44;  // LLC and CDC messages (SMC_WR_TX_SIZE)
+using ControlMessage = std::array<std::byte, kMessageSize>;
+
+struct LinkConfig {
+    std::uint32_t maxSendWr = 16; // Linux sysctl smcr_max_send_wr
+    std::uint32_t maxRecvWr = 48; // Linux sysctl smcr_max_recv_wr
+    std::uint8_t port = 1;
+    int gidIndex = -1; // -1: the port's RoCE v2 IPv4-mapped GID
+};
+
+// Linux's rule when a link's queue pair or buffers cannot be allocated:
+// halve both counts and retry, giving up once either would drop below the
+// default (16 send, 48 receive). Returns false when it is time to give up.
+constexpr bool halveWrCounts(std::uint32_t& send, std::uint32_t& recv) noexcept
+{
+    if (send / 2 < 16 || recv / 2 < 48)
+        return false;
+    send /= 2;
+    recv /= 2;
+    return true;
+}
+
+// Where an RDMA WRITE goes: a peer RMB's rtoken on this link.
+struct RemoteBuffer {
+    std::uint64_t addr = 0;
+    std::uint32_t rkey = 0;
+};
+
+class RcLink
+{
+public:
+    struct Handlers {
+        // A control message arrived (on the link's completion thread; the
+        // receive buffer is re-posted after the handler returns).
+        std::function<void(const ControlMessage&)> onMessage;
+        // The link failed (QP error, flushed or failed completion). Called once.
+        std::function<void(std::error_code)> onLinkDown;
+    };
+
+    static Result<std::unique_ptr<RcLink>> create(const Context& context,
+                                                  const ProtectionDomain& pd, LinkConfig config,
+                                                  Handlers handlers);
+    ~RcLink();
+    RcLink(const RcLink&) = delete;
+    RcLink& operator=(const RcLink&) = delete;
+
+    Endpoint local() const noexcept { return local_; }
+    // INIT, post every receive buffer, then RTR and RTS towards `peer`.
+    Result<void> connect(const Endpoint& peer);
+
+    // Send one control message; waits up to `slotWait` for a free send slot.
+    Result<void> send(const ControlMessage& message, std::chrono::milliseconds slotWait);
+    // RDMA WRITE `length` bytes at `src` (registered under `lkey`) to `dst`;
+    // returns the write's completion status.
+    Result<void> rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                           RemoteBuffer dst, std::chrono::milliseconds wait);
+
+    // Move the QP to ERR: outstanding work flushes and the link goes down.
+    Result<void> forceError() noexcept;
+
+    bool isDown() const noexcept { return down_.load(std::memory_order_acquire); }
+    std::uint32_t sendSlots() const noexcept { return sendSlots_; }
+    std::uint32_t recvSlots() const noexcept { return recvSlots_; }
+    std::uint32_t freeSendSlots() const;
+    const QueuePair& queuePair() const noexcept { return qp_; }
+    ProtectionDomain pd() const { return pd_; }
+
+private:
+    RcLink() = default;
+
+    struct Slot {
+        bool busy = false;
+        bool waited = false; // a caller waits for this slot's completion
+        bool done = false;
+        std::error_code status;
+    };
+
+    Result<std::uint32_t> takeSlot(std::chrono::milliseconds wait);
+    Result<void> postRecv(std::uint32_t index) noexcept;
+    void completionLoop();
+    void handle(const ibv_wc& wc);
+    void linkDown(std::error_code why);
+
+    // Declaration order is teardown order, reversed: the QP goes first, then
+    // the memory its posted receives point into, then the CQ and channel.
+    ProtectionDomain pd_;
+    CompletionChannel channel_;
+    CompletionQueue cq_;
+    LinkConfig config_;
+    Handlers handlers_;
+    Endpoint local_;
+    std::uint32_t sendSlots_ = 0;
+    std::uint32_t recvSlots_ = 0;
+
+    std::unique_ptr<std::byte[]> sendBuffers_;
+    std::unique_ptr<std::byte[]> recvBuffers_;
+    MemoryRegion sendMr_;
+    MemoryRegion recvMr_;
+    QueuePair qp_;
+
+    mutable std::mutex mutex_;
+    std::condition_variable slotFreed_;
+    std::vector<Slot> slots_;
+
+    std::atomic<bool> down_{false};
+    std::atomic<bool> stop_{false};
+    std::thread poller_;
+};
+
+} // namespace smc::rdma

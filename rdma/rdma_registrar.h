@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// RdmaRegistrar: the pool's Registrar for SMC-R: one memory region per buffer per link.
+#pragma once
+
+#include <array>
+#include <mutex>
+#include <optional>
+
+#include "pool/registrar.h"
+#include "rdma/verbs.h"
+
+namespace smc::rdma
+{
+
+// Registers a buffer on a link's protection domain: an RMB with local and
+// remote write (the peer RDMA-writes into it), a sndbuf with local write.
+// The registration records lkey, rkey and the buffer's virtual address (the
+// MR's iova, what the peer targets). Assign a link's PD with setLink() before
+// the pool's addLink(); clear it only after the pool's removeLink().
+class RdmaRegistrar final : public Registrar
+{
+public:
+    void setLink(unsigned link, ProtectionDomain pd);
+    void clearLink(unsigned link);
+
+    std::error_code registerBuffer(BufferDesc& desc, unsigned link) override;
+    void unregisterBuffer(BufferDesc& desc, unsigned link) noexcept override;
+
+private:
+    std::mutex mutex_; // guards links_ (control path only)
+    std::array<std::optional<ProtectionDomain>, kMaxLinks> links_;
+};
+
+} // namespace smc::rdma

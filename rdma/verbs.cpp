@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: MIT
+// libibverbs RAII wrappers and error normalisation.
+#include "rdma/verbs.h"
+
+#include <cerrno>
+#include <cstdio>
+
+#include "pool/errors.h"
+
+namespace smc::rdma
+{
+namespace
+{
+
+class CompletionCategory final : public std::error_category
+{
+public:
+    const char* name() const noexcept override { return "ibv_wc"; }
+    std::string message(int value) const override
+    {
+        return ibv_wc_status_str(static_cast<ibv_wc_status>(value));
+    }
+};
+
+// Destroy functions report failure as a returned errno; a destructor can
+// only log it (a failing dealloc means a child leaked: a bug worth seeing).
+void destroyed(const char* what, int ret) noexcept
+{
+    if (ret != 0)
+        std::fprintf(stderr, "smc-core: %s failed: %s\n", what,
+                     std::generic_category().message(ret).c_str());
+}
+
+} // namespace
+
+std::error_code errnoError() noexcept
+{
+    return {errno != 0 ? errno : EIO, std::generic_category()};
+}
+
+std::error_code returnedError(int ret) noexcept
+{
+    return ret == 0 ? std::error_code() : std::error_code(ret, std::generic_category());
+}
+
+const std::error_category& completionCategory() noexcept
+{
+    static const CompletionCategory category;
+    return category;
+}
+
+std::error_code completionError(ibv_wc_status status) noexcept
+{
+    return status == IBV_WC_SUCCESS ? std::error_code()
+                                    : std::error_code(status, completionCategory());
+}
+
+Result<Context> Context::open(std::string_view name)
+{
+    int count = 0;
+    errno = 0;
+    ibv_device** list = ibv_get_device_list(&count);
+    if (list == nullptr) // ENOSYS: no RDMA in this kernel. Never free a NULL list.
+        return std::error_code(errno != 0 ? errno : ENOSYS, std::generic_category());
+    ibv_device* found = nullptr;
+    for (int i = 0; i < count && found == nullptr; ++i)
+        if (name.empty() || name == ibv_get_device_name(list[i]))
+            found = list[i];
+    Context c;
+    if (found == nullptr) {
+        ibv_free_device_list(list);
+        return std::make_error_code(std::errc::no_such_device);
+    }
+    c.name_ = ibv_get_device_name(found);
+    errno = 0;
+    ibv_context* raw = ibv_open_device(found);
+    std::error_code ec = raw ? std::error_code() : errnoError();
+    ibv_free_device_list(list);
+    if (!raw)
+        return ec;
+    c.ctx_.reset(raw, [](ibv_context* p) { destroyed("ibv_close_device", ibv_close_device(p)); });
+    return c;
+}
+
+Result<PortInfo> Context::port(std::uint8_t portNum) const
+{
+    ibv_port_attr attr{};
+    if (std::error_code ec = returnedError(ibv_query_port(get(), portNum, &attr)))
+        return ec;
+    return PortInfo{attr.state, attr.active_mtu, attr.gid_tbl_len, attr.link_layer};
+}
+
+Result<Gid> Context::gid(std::uint8_t portNum, int index) const
+{
+    ibv_gid raw{};
+    if (std::error_code ec = returnedError(ibv_query_gid(get(), portNum, index, &raw)))
+        return ec;
+    Gid g;
+    std::copy(std::begin(raw.raw), std::end(raw.raw), g.begin());
+    return g;
+}
+
+Result<int> Context::findRoceV2Ipv4Gid(std::uint8_t portNum) const
+{
+    Result<PortInfo> p = port(portNum);
+    if (!p)
+        return p.error();
+    for (int i = 0; i < p->gidTableLength; ++i) {
+        ibv_gid_entry entry{};
+        if (ibv_query_gid_ex(get(), portNum, static_cast<std::uint32_t>(i), &entry, 0) != 0)
+            continue; // empty slots answer an error
+        Gid g;
+        std::copy(std::begin(entry.gid.raw), std::end(entry.gid.raw), g.begin());
+        if (entry.gid_type == IBV_GID_TYPE_ROCE_V2 && isIpv4Mapped(g))
+            return i;
+    }
+    return std::make_error_code(std::errc::address_not_available);
+}
+
+Result<ProtectionDomain> ProtectionDomain::create(const Context& context)
+{
+    errno = 0;
+    ibv_pd* raw = ibv_alloc_pd(context.get());
+    if (raw == nullptr)
+        return errnoError();
+    ProtectionDomain pd;
+    pd.pd_.reset(raw, [ctx = context.shared()](ibv_pd* p) {
+        destroyed("ibv_dealloc_pd", ibv_dealloc_pd(p));
+    });
+    return pd;
+}
+
+Result<MemoryRegion> MemoryRegion::create(const ProtectionDomain& pd, void* addr,
+                                          std::size_t length, int access)
+{
+    errno = 0;
+    ibv_mr* raw = ibv_reg_mr(pd.get(), addr, length, access);
+    if (raw == nullptr)
+        return errnoError();
+    MemoryRegion mr;
+    mr.mr_.reset(raw,
+                 [keep = pd.shared()](ibv_mr* m) { destroyed("ibv_dereg_mr", ibv_dereg_mr(m)); });
+    return mr;
+}
+
+Result<CompletionChannel> CompletionChannel::create(const Context& context)
+{
+    errno = 0;
+    ibv_comp_channel* raw = ibv_create_comp_channel(context.get());
+    if (raw == nullptr)
+        return errnoError();
+    CompletionChannel c;
+    c.channel_.reset(raw, [ctx = context.shared()](ibv_comp_channel* p) {
+        destroyed("ibv_destroy_comp_channel", ibv_destroy_comp_channel(p));
+    });
+    return c;
+}
+
+Result<CompletionQueue> CompletionQueue::create(const Context& context, int entries,
+                                                const CompletionChannel* channel)
+{
+    errno = 0;
+    ibv_cq* raw =
+        ibv_create_cq(context.get(), entries, nullptr, channel ? channel->get() : nullptr, 0);
+    if (raw == nullptr)
+        return errnoError();
+    CompletionQueue cq;
+    std::shared_ptr<ibv_comp_channel> keepChannel = channel ? channel->shared() : nullptr;
+    cq.cq_.reset(raw, [ctx = context.shared(), keepChannel](ibv_cq* p) {
+        destroyed("ibv_destroy_cq", ibv_destroy_cq(p));
+    });
+    return cq;
+}
+
+Result<int> CompletionQueue::poll(ibv_wc* wc, int max) const noexcept
+{
+    const int n = ibv_poll_cq(get(), max, wc);
+    if (n < 0)
+        return std::make_error_code(std::errc::io_error); // the CQ itself failed
+    return n;
+}
+
+Result<void> CompletionQueue::requestNotify() const noexcept
+{
+    return returnedError(ibv_req_notify_cq(get(), 0));
+}
+
+Result<QueuePair> QueuePair::createRc(const ProtectionDomain& pd, const CompletionQueue& sendCq,
+                                      const CompletionQueue& recvCq, const QueuePairCaps& caps)
+{
+    ibv_qp_init_attr attr{};
+    attr.send_cq = sendCq.get();
+    attr.recv_cq = recvCq.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = caps.maxSendWr;
+    attr.cap.max_recv_wr = caps.maxRecvWr;
+    attr.cap.max_send_sge = caps.maxSendSge;
+    attr.cap.max_recv_sge = caps.maxRecvSge;
+    errno = 0;
+    ibv_qp* raw = ibv_create_qp(pd.get(), &attr);
+    if (raw == nullptr)
+        return errnoError();
+    QueuePair qp;
+    qp.caps_ = caps;
+    qp.qp_.reset(raw,
+                 [keepPd = pd.shared(), keepSend = sendCq.shared(), keepRecv = recvCq.shared()](
+                     ibv_qp* p) { destroyed("ibv_destroy_qp", ibv_destroy_qp(p)); });
+    return qp;
+}
+
+Result<void> QueuePair::toInit(std::uint8_t portNum)
+{
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = portNum;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    return returnedError(ibv_modify_qp(
+        get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
+}
+
+Result<void> QueuePair::toRts(std::uint8_t portNum, int gidIndex, std::uint32_t localPsn,
+                              const Endpoint& peer)
+{
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = peer.mtu;
+    a.dest_qp_num = peer.qpn;
+    a.rq_psn = peer.psn & 0xffffff;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 5;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = portNum;
+    a.ah_attr.grh.hop_limit = 1;
+    a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gidIndex);
+    std::copy(peer.gid.begin(), peer.gid.end(), a.ah_attr.grh.dgid.raw);
+    if (std::error_code ec = returnedError(
+            ibv_modify_qp(get(), &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
+        return ec;
+
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 15;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = localPsn & 0xffffff;
+    a.max_rd_atomic = 1;
+    return returnedError(ibv_modify_qp(get(), &a,
+                                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                           IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                           IBV_QP_MAX_QP_RD_ATOMIC));
+}
+
+Result<void> QueuePair::toError() noexcept
+{
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    return returnedError(ibv_modify_qp(get(), &a, IBV_QP_STATE));
+}
+
+Result<ibv_qp_state> QueuePair::state() const noexcept
+{
+    ibv_qp_attr a{};
+    ibv_qp_init_attr init{};
+    if (std::error_code ec = returnedError(ibv_query_qp(get(), &a, IBV_QP_STATE, &init)))
+        return ec;
+    return a.qp_state;
+}
+
+} // namespace smc::rdma
