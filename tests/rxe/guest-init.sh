@@ -27,7 +27,7 @@ chmod +x /modprobe
 echo /modprobe > /proc/sys/kernel/modprobe
 
 out="/newroot$job/rxe-guest"
-chroot /newroot /bin/sh -c "ulimit -l unlimited; export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root; sh $job/rxe-guest/command.sh" > "$out/output.log" 2>&1
+chroot /newroot /bin/sh -c "ulimit -l unlimited; export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root; bash $job/rxe-guest/command.sh" > "$out/output.log" 2>&1
 echo $? > "$out/status"
 sync
 poweroff -f
