@@ -6,8 +6,10 @@
 
 #include "smc/llc/llc_messages.h"
 
-namespace smc::llc {
-namespace {
+namespace smc::llc
+{
+namespace
+{
 
 class DecodeCategory final : public std::error_category
 {
@@ -94,7 +96,10 @@ constexpr std::size_t kRkeyPairSize = 16;
 constexpr std::size_t kReqAddLinkGids = 28;
 constexpr std::size_t kDeleteRkeyList = 8;
 
-bool knownType(std::uint8_t t) { return t >= 1 && t <= 9; }
+bool knownType(std::uint8_t t)
+{
+    return t >= 1 && t <= 9;
+}
 
 // Flag bits a message type may carry (the rest are reserved).
 std::uint8_t allowedFlags(Type t)
@@ -162,9 +167,9 @@ const char* toString(Type type) noexcept
 
 Type Message::type() const noexcept
 {
-    static constexpr Type kTypes[] = {Type::ConfirmLink, Type::AddLink,        Type::AddLinkCont,
-                                      Type::DeleteLink,  Type::ReqAddLink,     Type::ConfirmRkey,
-                                      Type::ConfirmRkeyCont, Type::TestLink, Type::DeleteRkey};
+    static constexpr Type kTypes[] = {Type::ConfirmLink,     Type::AddLink,    Type::AddLinkCont,
+                                      Type::DeleteLink,      Type::ReqAddLink, Type::ConfirmRkey,
+                                      Type::ConfirmRkeyCont, Type::TestLink,   Type::DeleteRkey};
     return kTypes[body.index()];
 }
 
@@ -357,7 +362,8 @@ std::vector<std::byte> encode(const Message& m)
     }
     std::vector<std::byte> out(length);
     Writer w{out};
-    w.u8(0, static_cast<std::uint8_t>(m.version == 2 ? 0x20 : 0x00) | static_cast<std::uint8_t>(type));
+    w.u8(0,
+         static_cast<std::uint8_t>(m.version == 2 ? 0x20 : 0x00) | static_cast<std::uint8_t>(type));
     if (m.version == 2)
         w.host16(1, static_cast<std::uint16_t>(length));
     else

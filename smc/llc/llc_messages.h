@@ -13,7 +13,8 @@
 
 #include "pool/result.h"
 
-namespace smc::llc {
+namespace smc::llc
+{
 
 // Every LLC message travels in a 44-byte work request; v2 bodies may be
 // longer (up to 8 KiB) and say so in the header's length_v2.
@@ -90,16 +91,16 @@ struct AddLink {
     Gid gid{};
     std::uint32_t qpn = 0;
     std::uint8_t linkId = 0;
-    std::uint8_t mtu = 0; // IB MTU enum, 4 bits
-    std::uint32_t psn = 0; // 24 bits
+    std::uint8_t mtu = 0;            // IB MTU enum, 4 bits
+    std::uint32_t psn = 0;           // 24 bits
     std::optional<AddLinkV2Ext> ext; // v2 requests carry it
     friend bool operator==(const AddLink&, const AddLink&) = default;
 };
 
 struct AddLinkCont {
     std::uint8_t linkId = 0;
-    std::uint8_t remaining = 0;      // rkeys the sender still has, this message's included
-    std::vector<RkeyPair> rkeys;     // at most 2
+    std::uint8_t remaining = 0;  // rkeys the sender still has, this message's included
+    std::vector<RkeyPair> rkeys; // at most 2
     friend bool operator==(const AddLinkCont&, const AddLinkCont&) = default;
 };
 
@@ -143,8 +144,8 @@ struct TestLink {
 
 struct DeleteRkey {
     bool negative = false;
-    std::uint8_t errorMask = 0;    // v1 response: bit (7 - i) = rkey i unknown
-    std::uint8_t invalidCount = 0; // v2 response
+    std::uint8_t errorMask = 0;       // v1 response: bit (7 - i) = rkey i unknown
+    std::uint8_t invalidCount = 0;    // v2 response
     std::vector<std::uint32_t> rkeys; // v1: 1..8, v2: 1..255 (a v2 response carries none)
     friend bool operator==(const DeleteRkey&, const DeleteRkey&) = default;
 };
