@@ -13,7 +13,8 @@
 
 #include "pool/buffer_pool.h"
 
-namespace {
+namespace
+{
 
 using namespace smc;
 using Clock = std::chrono::steady_clock;
@@ -27,8 +28,8 @@ class NullRegistrar final : public Registrar
 public:
     std::error_code registerBuffer(BufferDesc& desc, unsigned link) override
     {
-        desc.registration(link) = {link + 1, link + 1, reinterpret_cast<std::uintptr_t>(desc.data()),
-                                   0};
+        desc.registration(link) = {link + 1, link + 1,
+                                   reinterpret_cast<std::uintptr_t>(desc.data()), 0};
         return {};
     }
     void unregisterBuffer(BufferDesc& desc, unsigned link) noexcept override
@@ -128,8 +129,8 @@ int main(int argc, char** argv)
     std::printf("connections/s with a link added and removed every %.1f ms (registration on a\n"
                 "device-less registrar), median of %u interleaved rounds of %.2f s\n\n",
                 periodMs, rounds, seconds);
-    std::printf("%7s %8s | %12s %12s | %7s %12s\n", "threads", "policy", "quiet", "churn",
-                "ratio", "link changes");
+    std::printf("%7s %8s | %12s %12s | %7s %12s\n", "threads", "policy", "quiet", "churn", "ratio",
+                "link changes");
     std::printf("-----------------+---------------------------+---------------------\n");
     double worstDefault = 1e9;
     for (unsigned t : {1u, 2u, 4u, 8u}) {

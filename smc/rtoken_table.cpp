@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// RtokenTable operations, with Linux's duplicate detection and whole-row deletion.
+#include "smc/rtoken_table.h"
+
+#include "pool/errors.h"
+
+namespace smc
+{
+
+std::optional<unsigned> RtokenTable::findLocked(unsigned link, std::uint32_t rkey) const
+{
+    for (unsigned r = 0; r < kRows; ++r)
+        if (used_[r] && rows_[r][link].rkey == rkey)
+            return r;
+    return std::nullopt;
+}
+
+Result<unsigned> RtokenTable::add(unsigned link, Rtoken token)
+{
+    if (link >= kMaxLinks)
+        return Errc::InvalidLink;
+    std::lock_guard lock(mutex_);
+    for (unsigned r = 0; r < kRows; ++r)
+        if (used_[r] && rows_[r][link] == token)
+            return r; // already known: Linux hands back the same row
+    for (unsigned r = 0; r < kRows; ++r) {
+        if (!used_[r]) {
+            used_.set(r);
+            rows_[r] = {};
+            rows_[r][link] = token;
+            return r;
+        }
+    }
+    return std::make_error_code(std::errc::no_buffer_space);
+}
+
+Result<unsigned> RtokenTable::setByRkey(unsigned knownLink, std::uint32_t knownRkey,
+                                        unsigned newLink, Rtoken token)
+{
+    if (knownLink >= kMaxLinks || newLink >= kMaxLinks)
+        return Errc::InvalidLink;
+    std::lock_guard lock(mutex_);
+    std::optional<unsigned> row = findLocked(knownLink, knownRkey);
+    if (!row)
+        return std::make_error_code(std::errc::no_such_file_or_directory);
+    rows_[*row][newLink] = token;
+    return *row;
+}
+
+Result<void> RtokenTable::set(unsigned row, unsigned link, Rtoken token)
+{
+    if (link >= kMaxLinks)
+        return Errc::InvalidLink;
+    std::lock_guard lock(mutex_);
+    if (row >= kRows || !used_[row])
+        return std::make_error_code(std::errc::no_such_file_or_directory);
+    rows_[row][link] = token;
+    return {};
+}
+
+Result<unsigned> RtokenTable::remove(unsigned link, std::uint32_t rkey)
+{
+    if (link >= kMaxLinks)
+        return Errc::InvalidLink;
+    std::lock_guard lock(mutex_);
+    std::optional<unsigned> row = findLocked(link, rkey);
+    if (!row)
+        return std::make_error_code(std::errc::no_such_file_or_directory);
+    rows_[*row] = {};
+    used_.reset(*row);
+    return *row;
+}
+
+void RtokenTable::clearLink(unsigned link)
+{
+    if (link >= kMaxLinks)
+        return;
+    std::lock_guard lock(mutex_);
+    for (auto& row : rows_)
+        row[link] = {};
+}
+
+std::optional<RtokenTable::Rtoken> RtokenTable::get(unsigned row, unsigned link) const
+{
+    std::lock_guard lock(mutex_);
+    if (row >= kRows || link >= kMaxLinks || !used_[row] || rows_[row][link].rkey == 0)
+        return std::nullopt;
+    return rows_[row][link];
+}
+
+unsigned RtokenTable::used() const
+{
+    std::lock_guard lock(mutex_);
+    return static_cast<unsigned>(used_.count());
+}
+
+} // namespace smc
