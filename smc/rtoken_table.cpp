@@ -80,6 +80,14 @@ void RtokenTable::clearLink(unsigned link)
         row[link] = {};
 }
 
+std::optional<unsigned> RtokenTable::find(unsigned link, std::uint32_t rkey) const
+{
+    if (link >= kMaxLinks)
+        return std::nullopt;
+    std::lock_guard lock(mutex_);
+    return findLocked(link, rkey);
+}
+
 std::optional<RtokenTable::Rtoken> RtokenTable::get(unsigned row, unsigned link) const
 {
     std::lock_guard lock(mutex_);

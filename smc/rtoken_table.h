@@ -43,6 +43,8 @@ public:
     // A link is gone: its column empties in every row.
     void clearLink(unsigned link);
 
+    // The row whose rkey on `link` is `rkey`.
+    std::optional<unsigned> find(unsigned link, std::uint32_t rkey) const;
     std::optional<Rtoken> get(unsigned row, unsigned link) const;
     unsigned used() const;
     bool full() const { return used() == kRows; }

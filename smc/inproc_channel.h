@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+// InprocChannel: two connected LlcChannel ends in one process, with fault injection for tests.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "smc/llc_channel.h"
+
+namespace smc
+{
+
+// Faults applied to the next messages an end sends (each counter is "how
+// many of the next messages"; they combine).
+struct Faults {
+    std::atomic<int> drop{0};
+    std::atomic<int> duplicate{0};
+    std::atomic<int> corrupt{0}; // first byte replaced: an unknown LLC type
+    std::atomic<int> delayMs{0}; // applies to every message while non-zero
+};
+
+class InprocChannel final : public LlcChannel
+{
+public:
+    // A connected pair: what one end sends, the other receives, in order.
+    static std::pair<std::unique_ptr<InprocChannel>, std::unique_ptr<InprocChannel>> pair();
+    ~InprocChannel() override;
+
+    void start(Callbacks callbacks) override;
+    Result<void> send(std::span<const std::byte> message) override;
+    void shutdown() noexcept override;
+    bool isUp() const noexcept override;
+
+    Faults& faults() noexcept { return faults_; }
+    std::uint64_t delivered() const noexcept { return delivered_.load(); }
+
+private:
+    struct Wire;
+    struct Item {
+        std::chrono::steady_clock::time_point due;
+        std::vector<std::byte> bytes;
+    };
+
+    InprocChannel() = default;
+    void enqueue(std::vector<std::byte> bytes, std::chrono::milliseconds delay);
+    void markDown() noexcept;
+    void run();
+
+    std::shared_ptr<Wire> wire_;
+    Faults faults_;
+    Callbacks callbacks_;
+
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<Item> queue_;
+    bool stop_ = false;
+    bool downPending_ = false;
+    bool downReported_ = false;
+    std::atomic<std::uint64_t> delivered_{0};
+    std::thread thread_;
+};
+
+} // namespace smc

@@ -1,0 +1,955 @@
+// SPDX-License-Identifier: MIT
+// LinkGroup: first link, ADD_LINK with the ADD_LINK_CONT rkey exchange, DELETE_LINK,
+// CONFIRM_RKEY / DELETE_RKEY, TEST_LINK, failover and termination.
+#include "smc/link_group.h"
+
+#include <algorithm>
+
+#include "pool/errors.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+using llc::Message;
+using llc::Type;
+
+std::error_code timedOut()
+{
+    return std::make_error_code(std::errc::timed_out);
+}
+std::error_code refused()
+{
+    return std::make_error_code(std::errc::connection_refused);
+}
+std::error_code gone()
+{
+    return std::make_error_code(std::errc::not_connected);
+}
+
+} // namespace
+
+const char* toString(LinkState state) noexcept
+{
+    switch (state) {
+    case LinkState::Unused:
+        return "UNUSED";
+    case LinkState::Inactive:
+        return "INACTIVE";
+    case LinkState::Activating:
+        return "ACTIVATING";
+    case LinkState::Active:
+        return "ACTIVE";
+    }
+    return "?";
+}
+
+const char* toString(GroupType type) noexcept
+{
+    switch (type) {
+    case GroupType::None:
+        return "NONE";
+    case GroupType::Single:
+        return "SINGLE";
+    case GroupType::Symmetric:
+        return "SYM";
+    case GroupType::AsymmetricLocal:
+        return "ASYM_LOCAL";
+    case GroupType::AsymmetricPeer:
+        return "ASYM_PEER";
+    }
+    return "?";
+}
+
+LinkGroup::LinkGroup(LinkGroupConfig config, LinkProvider& provider)
+    : config_(std::move(config)), provider_(provider)
+{
+}
+
+Result<std::unique_ptr<LinkGroup>> LinkGroup::create(LinkGroupConfig config, Registrar& registrar,
+                                                     LinkProvider& provider)
+{
+    if (config.maxConns < 16 || config.maxConns > 255 || config.maxLinks < 1 ||
+        config.maxLinks > 2 || config.pool.tech != Tech::SmcR)
+        return std::make_error_code(std::errc::invalid_argument);
+    std::unique_ptr<LinkGroup> g(new LinkGroup(std::move(config), provider));
+    Result<std::unique_ptr<BufferPool>> pool = BufferPool::create(g->config_.pool, registrar);
+    if (!pool)
+        return pool.error();
+    g->pool_ = std::move(*pool);
+    g->worker_ = std::thread([p = g.get()] { p->worker(); });
+    g->keepalive_ = std::thread([p = g.get()] { p->keepalive(); });
+    return g;
+}
+
+LinkGroup::~LinkGroup()
+{
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+    keepalive_.join();
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        clearLink(s);
+    for (auto& [token, conn] : connections_) {
+        (void)pool_->release(conn->rmb);
+        (void)pool_->release(conn->sndbuf);
+    }
+}
+
+void LinkGroup::onTerminated(TerminationHandler handler)
+{
+    std::lock_guard lock(mutex_);
+    onTerminated_ = std::move(handler);
+}
+
+// --- Links -----------------------------------------------------------------
+
+void LinkGroup::attach(unsigned slot, NewLink link)
+{
+    (void)pool_->addLink(slot); // register every buffer on the new link
+    LlcChannel* channel = link.channel.get();
+    {
+        std::lock_guard lock(mutex_);
+        Link& l = links_[slot];
+        l.state = LinkState::Activating;
+        l.channel = std::move(link.channel);
+        l.connections = 0;
+        l.lastRx = std::chrono::steady_clock::now();
+        l.testPending = false;
+        if (config_.role == Role::Server) {
+            do // Linux: never 0, never one in use
+                ++nextLinkId_;
+            while (nextLinkId_ == 0 || slotOf(nextLinkId_));
+            l.linkId = nextLinkId_;
+        }
+    }
+    channel->start({[this, slot](std::vector<std::byte> b) { onMessage(slot, std::move(b)); },
+                    [this, slot] { onDown(slot); }});
+}
+
+void LinkGroup::clearLink(unsigned slot)
+{
+    std::unique_ptr<LlcChannel> channel;
+    {
+        std::lock_guard lock(mutex_);
+        Link& l = links_[slot];
+        if (l.state == LinkState::Unused)
+            return;
+        channel = std::move(l.channel);
+        l.state = LinkState::Unused;
+        l.linkId = 0;
+        l.connections = 0;
+        setTypeLocked();
+    }
+    if (channel) {
+        channel->shutdown();
+        channel.reset(); // outside the lock: it joins its delivery thread
+    }
+    rtokens_.clearLink(slot);
+    (void)pool_->removeLink(slot);
+}
+
+std::optional<unsigned> LinkGroup::survivor(unsigned excluding) const
+{
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        if (s != excluding && links_[s].state == LinkState::Active)
+            return s;
+    return std::nullopt;
+}
+
+std::optional<unsigned> LinkGroup::freeSlot() const
+{
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        if (links_[s].state == LinkState::Unused)
+            return s;
+    return std::nullopt;
+}
+
+std::optional<unsigned> LinkGroup::slotOf(std::uint8_t linkId) const
+{
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        if (links_[s].state != LinkState::Unused && links_[s].linkId == linkId)
+            return s;
+    return std::nullopt;
+}
+
+void LinkGroup::setTypeLocked()
+{
+    unsigned active = 0;
+    for (const Link& l : links_)
+        active += l.state == LinkState::Active;
+    type_ = active == 0 ? GroupType::None : active == 1 ? GroupType::Single : GroupType::Symmetric;
+}
+
+// --- Messages and flows -------------------------------------------------------
+
+Result<void> LinkGroup::send(unsigned slot, const Message& m)
+{
+    const std::vector<std::byte> wire = llc::encode(m);
+    std::lock_guard lock(mutex_);
+    Link& l = links_[slot];
+    if (!l.channel)
+        return gone();
+    ++stats_.messagesOut;
+    return l.channel->send(wire);
+}
+
+bool LinkGroup::acquireFlow(Flow flow, std::chrono::milliseconds timeout)
+{
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_for(lock, timeout,
+                           [&] { return flow_ == Flow::None || terminated_ || stopping_; }))
+        return false;
+    if (terminated_ || stopping_)
+        return false;
+    flow_ = flow;
+    return true;
+}
+
+void LinkGroup::releaseFlow()
+{
+    {
+        std::lock_guard lock(mutex_);
+        flow_ = Flow::None;
+    }
+    changed_.notify_all(); // waiting flows, and the worker's delayed event
+}
+
+// A flow arms its waiter before sending what triggers the answer, so an
+// answer can never arrive before anybody waits for it.
+void LinkGroup::arm(Waiter& w)
+{
+    std::lock_guard lock(mutex_);
+    waiter_ = &w;
+}
+
+Result<Message> LinkGroup::await(Waiter& w, std::chrono::milliseconds timeout)
+{
+    std::unique_lock lock(mutex_);
+    const bool done = changed_.wait_for(
+        lock, timeout, [&] { return w.got.has_value() || w.linkDown || terminated_ || stopping_; });
+    waiter_ = nullptr;
+    if (w.got)
+        return std::move(*w.got);
+    return done ? gone() : timedOut();
+}
+
+Result<Message> LinkGroup::exchange(unsigned sendSlot, const Message& m, unsigned waitSlot,
+                                    Type type, bool response, std::chrono::milliseconds timeout)
+{
+    Waiter w{waitSlot, type, response, std::nullopt, false};
+    arm(w);
+    if (Result<void> r = send(sendSlot, m); !r) {
+        std::lock_guard lock(mutex_);
+        waiter_ = nullptr;
+        return r.error();
+    }
+    return await(w, timeout);
+}
+
+void LinkGroup::onMessage(unsigned slot, std::vector<std::byte> bytes)
+{
+    Result<Message> decoded = llc::decode(bytes);
+    std::unique_lock lock(mutex_);
+    ++stats_.messagesIn;
+    links_[slot].lastRx = std::chrono::steady_clock::now();
+    if (!decoded) {
+        // Linux terminates the group on a protocol violation (the worker
+        // does it: this thread belongs to the channel being torn down).
+        ++stats_.malformed;
+        violation_ = decoded.error().message();
+        changed_.notify_all();
+        return;
+    }
+    Message& m = *decoded;
+    const Type type = m.type();
+    if (type == Type::TestLink && m.response) {
+        links_[slot].testPending = false;
+        return;
+    }
+    // A waiting flow gets what it waits for. Two sides deleting the same link
+    // at once: the peer's request answers ours.
+    if (waiter_ && !waiter_->got && waiter_->slot == slot && waiter_->type == type) {
+        const bool crossing = type == Type::DeleteLink && !m.response && waiter_->response;
+        if (m.response == waiter_->response || crossing) {
+            waiter_->got = m;
+            changed_.notify_all();
+            if (!crossing)
+                return;
+        }
+    }
+    if (m.response) {
+        ++stats_.dropped; // nobody waits for it (late or duplicate)
+        return;
+    }
+    switch (type) {
+    case Type::TestLink: {
+        lock.unlock();
+        m.response = true; // echo
+        (void)send(slot, m);
+        return;
+    }
+    case Type::ConfirmRkey:
+    case Type::DeleteRkey:
+        // Remote RKEY flows run beside local ones (Linux allows it).
+        lock.unlock();
+        handleRequest(slot, m);
+        return;
+    case Type::AddLink:
+    case Type::DeleteLink:
+        if (flow_ == Flow::None) {
+            queue_.emplace_back(slot, std::move(m));
+        } else if (!delayed_) {
+            delayed_.emplace(slot, std::move(m)); // Linux parks one
+            ++stats_.delayed;
+        } else {
+            ++stats_.dropped;
+        }
+        changed_.notify_all();
+        return;
+    default:
+        ++stats_.dropped; // CONFIRM_LINK / ADD_LINK_CONT outside a flow, REQ_ADD_LINK
+        return;
+    }
+}
+
+void LinkGroup::onDown(unsigned slot)
+{
+    std::lock_guard lock(mutex_);
+    if (waiter_ && waiter_->slot == slot)
+        waiter_->linkDown = true;
+    downs_.push_back(slot);
+    changed_.notify_all();
+}
+
+Result<void> LinkGroup::start(NewLink first)
+{
+    if (!acquireFlow(Flow::FirstLink, config_.timeouts.flowStart))
+        return gone();
+    const llc::Gid gid = first.gid;
+    const llc::Mac mac = first.mac;
+    const std::uint32_t qpn = first.qpn;
+    // The client waits for the server's CONFIRM_LINK from the first byte on.
+    Waiter firstWaiter{0, Type::ConfirmLink, false, std::nullopt, false};
+    if (config_.role == Role::Client)
+        arm(firstWaiter);
+    attach(0, std::move(first));
+    Result<void> result;
+    if (config_.role == Role::Server) {
+        std::uint8_t linkId;
+        {
+            std::lock_guard lock(mutex_);
+            linkId = links_[0].linkId;
+        }
+        llc::ConfirmLink c{mac,
+                           gid,
+                           qpn,
+                           linkId,
+                           {},
+                           static_cast<std::uint8_t>(config_.maxLinks),
+                           static_cast<std::uint8_t>(config_.maxConns)};
+        Result<Message> reply =
+            exchange(0, {1, false, c}, 0, Type::ConfirmLink, true, config_.timeouts.firstLink);
+        result = reply ? Result<void>() : Result<void>(reply.error());
+    } else {
+        Result<Message> req = await(firstWaiter, config_.timeouts.firstLink);
+        if (!req) {
+            result = req.error();
+        } else {
+            const auto& c = std::get<llc::ConfirmLink>(req->body);
+            {
+                std::lock_guard lock(mutex_);
+                links_[0].linkId = c.linkId; // the server numbers links
+            }
+            result =
+                send(0, {1, true,
+                         llc::ConfirmLink{mac, gid, qpn, c.linkId, {}, c.maxLinks, c.maxConns}});
+        }
+    }
+    if (result) {
+        std::lock_guard lock(mutex_);
+        links_[0].state = LinkState::Active;
+        setTypeLocked();
+    }
+    releaseFlow();
+    if (!result) {
+        clearLink(0);
+        return result;
+    }
+    if (config_.role == Role::Server && config_.maxLinks > 1)
+        (void)addLink(); // a single link is fine if no second one can be had
+    return {};
+}
+
+// Our used RMBs as ADD_LINK_CONT entries: rkey on `from`, rtoken on `to`.
+std::vector<llc::RkeyPair> LinkGroup::ownRkeys(unsigned from, unsigned to) const
+{
+    std::vector<llc::RkeyPair> out;
+    std::lock_guard lock(mutex_);
+    for (const auto& [token, conn] : connections_) {
+        const BufferDesc& d = *conn->rmb.desc();
+        if (d.isRegistered(from) && d.isRegistered(to))
+            out.push_back(
+                {d.registration(from).rkey, d.registration(to).rkey, d.registration(to).addr});
+    }
+    return out;
+}
+
+Result<void> LinkGroup::addLink()
+{
+    if (config_.role != Role::Server)
+        return Errc::NotSupported; // clients ask with REQ_ADD_LINK (v2), not here
+    if (!acquireFlow(Flow::AddLink, config_.timeouts.flowStart))
+        return gone();
+    std::optional<unsigned> via, slot;
+    {
+        std::lock_guard lock(mutex_);
+        via = survivor(kMaxLinks);
+        slot = freeSlot();
+        unsigned active = 0;
+        for (const Link& l : links_)
+            active += l.state == LinkState::Active;
+        if (active >= config_.maxLinks)
+            slot.reset();
+    }
+    if (!via || !slot) {
+        releaseFlow();
+        return via ? Errc::LinkExists : Errc::NoSuchLink;
+    }
+    Result<NewLink> made = provider_.create();
+    if (!made) {
+        releaseFlow();
+        return made.error();
+    }
+    const llc::AddLink offer{false, 0, made->mac, made->gid, made->qpn, 0, 3, 0, std::nullopt};
+    attach(*slot, std::move(*made));
+    auto fail = [&](std::error_code ec) {
+        clearLink(*slot);
+        releaseFlow();
+        return ec;
+    };
+    llc::AddLink req = offer;
+    {
+        std::lock_guard lock(mutex_);
+        req.linkId = links_[*slot].linkId;
+    }
+    Result<Message> resp =
+        exchange(*via, {1, false, req}, *via, Type::AddLink, true, config_.timeouts.wait);
+    if (!resp)
+        return fail(resp.error());
+    if (std::get<llc::AddLink>(resp->body).reject)
+        return fail(refused());
+
+    // v1 rkey exchange: alternate ADD_LINK_CONTs until both sides are done.
+    const std::vector<llc::RkeyPair> mine = ownRkeys(*via, *slot);
+    std::size_t sent = 0, peerLeft = 0;
+    do {
+        const std::size_t n = std::min<std::size_t>(2, mine.size() - sent);
+        llc::AddLinkCont cont{req.linkId,
+                              static_cast<std::uint8_t>(mine.size() - sent),
+                              {mine.begin() + sent, mine.begin() + sent + n}};
+        sent += n;
+        Result<Message> peer =
+            exchange(*via, {1, false, cont}, *via, Type::AddLinkCont, true, config_.timeouts.wait);
+        if (!peer)
+            return fail(peer.error());
+        const auto& pc = std::get<llc::AddLinkCont>(peer->body);
+        for (const llc::RkeyPair& p : pc.rkeys)
+            (void)rtokens_.setByRkey(*via, p.rkey, *slot, {p.newRkey, p.newVaddr});
+        peerLeft = pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
+    } while (sent < mine.size() || peerLeft > 0);
+
+    // CONFIRM_LINK travels on the new link itself.
+    llc::ConfirmLink conf{offer.mac,
+                          offer.gid,
+                          offer.qpn,
+                          req.linkId,
+                          {},
+                          static_cast<std::uint8_t>(config_.maxLinks),
+                          static_cast<std::uint8_t>(config_.maxConns)};
+    Result<Message> confirmed = exchange(*slot, {1, false, conf}, *slot, Type::ConfirmLink, true,
+                                         config_.timeouts.firstLink);
+    if (!confirmed) {
+        (void)send(*via, {1, false,
+                          llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
+        return fail(confirmed.error());
+    }
+    {
+        std::lock_guard lock(mutex_);
+        links_[*slot].state = LinkState::Active;
+        setTypeLocked();
+    }
+    releaseFlow();
+    return {};
+}
+
+void LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
+{
+    auto reject = [&] {
+        llc::AddLink r = req;
+        r.reject = true;
+        r.rejectReason = 1; // no alternate path
+        (void)send(via, {1, true, r});
+    };
+    std::optional<unsigned> slot;
+    {
+        std::lock_guard lock(mutex_);
+        if (req.mtu != 0)
+            slot = freeSlot();
+    }
+    if (!slot || config_.maxLinks <= 1)
+        return reject();
+    Result<NewLink> joined = provider_.join(req.qpn);
+    if (!joined)
+        return reject();
+    const llc::AddLink mineOffer{false,      0,       joined->mac, joined->gid, joined->qpn,
+                                 req.linkId, req.mtu, 0,           std::nullopt};
+    attach(*slot, std::move(*joined));
+    {
+        std::lock_guard lock(mutex_);
+        links_[*slot].linkId = req.linkId;
+    }
+    // v1 rkey exchange: the server's ADD_LINK_CONT, ours in reply, until both
+    // are done; then CONFIRM_LINK arrives on the new link.
+    const std::vector<llc::RkeyPair> mine = ownRkeys(via, *slot);
+    std::size_t sent = 0;
+    Result<Message> next =
+        exchange(via, {1, true, mineOffer}, via, Type::AddLinkCont, false, config_.timeouts.wait);
+    for (;;) {
+        if (!next)
+            return clearLink(*slot);
+        const auto& pc = std::get<llc::AddLinkCont>(next->body);
+        for (const llc::RkeyPair& p : pc.rkeys)
+            (void)rtokens_.setByRkey(via, p.rkey, *slot, {p.newRkey, p.newVaddr});
+        const std::size_t peerLeft =
+            pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
+        const std::size_t n = std::min<std::size_t>(2, mine.size() - sent);
+        llc::AddLinkCont cont{req.linkId,
+                              static_cast<std::uint8_t>(mine.size() - sent),
+                              {mine.begin() + sent, mine.begin() + sent + n}};
+        sent += n;
+        if (sent >= mine.size() && peerLeft == 0) {
+            next = exchange(via, {1, true, cont}, *slot, Type::ConfirmLink, false,
+                            config_.timeouts.firstLink);
+            break;
+        }
+        next = exchange(via, {1, true, cont}, via, Type::AddLinkCont, false, config_.timeouts.wait);
+    }
+    if (!next || !send(*slot, {1, true, next->body})) {
+        (void)send(via, {1, false,
+                         llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
+        return clearLink(*slot);
+    }
+    std::lock_guard lock(mutex_);
+    links_[*slot].state = LinkState::Active;
+    setTypeLocked();
+}
+
+// Move a link's connections to a survivor, tell the peer if we found out
+// first, and clear the link. The last link gone ends the group.
+void LinkGroup::failover(unsigned slot, bool tellPeer)
+{
+    std::optional<unsigned> to;
+    std::uint8_t linkId = 0;
+    {
+        std::lock_guard lock(mutex_);
+        Link& l = links_[slot];
+        if (l.state == LinkState::Unused)
+            return;
+        l.state = LinkState::Inactive;
+        linkId = l.linkId;
+        to = survivor(slot);
+        if (to) {
+            for (auto& [token, conn] : connections_) {
+                if (conn->link == slot) {
+                    conn->link = *to;
+                    ++links_[*to].connections;
+                }
+            }
+            l.connections = 0;
+            ++stats_.failovers;
+        }
+        setTypeLocked();
+    }
+    if (!to) {
+        clearLink(slot);
+        terminate("last link lost", llc::DeleteReason::LostPath, false);
+        return;
+    }
+    if (tellPeer) {
+        llc::DeleteLink del{false, true, linkId, llc::DeleteReason::LostPath};
+        (void)exchange(*to, {1, false, del}, *to, Type::DeleteLink, true, config_.timeouts.wait);
+    }
+    clearLink(slot);
+}
+
+void LinkGroup::remoteDeleteLink(unsigned via, const llc::DeleteLink& req)
+{
+    if (req.all) {
+        terminate("peer deleted the link group", req.reason, req.orderly);
+        return;
+    }
+    std::optional<unsigned> slot;
+    {
+        std::lock_guard lock(mutex_);
+        slot = slotOf(req.linkId);
+    }
+    llc::DeleteLink resp = req;
+    resp.reason = slot ? llc::DeleteReason::None : llc::DeleteReason::UnknownLink;
+    (void)send(via, {1, true, resp});
+    if (slot)
+        failover(*slot, false);
+}
+
+Result<void> LinkGroup::deleteLink(unsigned slot)
+{
+    if (slot >= kMaxLinks)
+        return Errc::InvalidLink;
+    if (!acquireFlow(Flow::DeleteLink, config_.timeouts.flowStart))
+        return gone();
+    std::optional<unsigned> to;
+    {
+        std::lock_guard lock(mutex_);
+        if (links_[slot].state != LinkState::Active) {
+            flow_ = Flow::None;
+            changed_.notify_all();
+            return Errc::NoSuchLink;
+        }
+        to = survivor(slot);
+    }
+    if (!to) {
+        releaseFlow();
+        terminate("last link deleted");
+        return {};
+    }
+    failover(slot, true);
+    releaseFlow();
+    return {};
+}
+
+void LinkGroup::handleRequest(unsigned slot, const Message& m)
+{
+    if (const auto* a = std::get_if<llc::AddLink>(&m.body)) {
+        if (config_.role == Role::Client)
+            clientAddLink(slot, *a);
+        // A server treats a client's ADD_LINK as a suggestion (v1 invite).
+    } else if (const auto* del = std::get_if<llc::DeleteLink>(&m.body)) {
+        remoteDeleteLink(slot, *del);
+    } else if (const auto* c = std::get_if<llc::ConfirmRkey>(&m.body)) {
+        Message reply = m;
+        reply.response = true;
+        auto& rc = std::get<llc::ConfirmRkey>(reply.body);
+        // The RMB may already be known on another of the links it names (the
+        // handshake's link, if the connection moved since): same row then.
+        std::vector<std::pair<unsigned, RtokenTable::Rtoken>> columns{{slot, {c->rkey, c->vaddr}}};
+        {
+            std::lock_guard lock(mutex_);
+            for (const llc::RtokenEntry& e : c->others)
+                if (std::optional<unsigned> s = slotOf(e.linkId))
+                    columns.push_back({*s, {e.rkey, e.vaddr}});
+        }
+        std::optional<unsigned> row;
+        for (const auto& [s, t] : columns)
+            if (!row)
+                row = rtokens_.find(s, t.rkey);
+        if (!row) {
+            Result<unsigned> added = rtokens_.add(slot, {c->rkey, c->vaddr});
+            if (added)
+                row = *added;
+        }
+        if (!row)
+            rc.negative = rc.retry = true;
+        else
+            for (const auto& [s, t] : columns)
+                (void)rtokens_.set(*row, s, t);
+        (void)send(slot, reply);
+    } else if (const auto* d = std::get_if<llc::DeleteRkey>(&m.body)) {
+        Message reply = m;
+        reply.response = true;
+        auto& rd = std::get<llc::DeleteRkey>(reply.body);
+        for (std::size_t i = 0; i < d->rkeys.size(); ++i) {
+            if (!rtokens_.remove(slot, d->rkeys[i])) {
+                rd.negative = true;
+                rd.errorMask |= static_cast<std::uint8_t>(0x80u >> i);
+            }
+        }
+        (void)send(slot, reply);
+    }
+}
+
+void LinkGroup::worker()
+{
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        changed_.wait(lock, [&] {
+            return stopping_ || violation_ || !downs_.empty() || !queue_.empty() ||
+                   (delayed_ && flow_ == Flow::None);
+        });
+        if (stopping_)
+            return;
+        if (violation_) {
+            std::string why = "protocol violation: " + *violation_;
+            violation_.reset();
+            lock.unlock();
+            terminate(std::move(why), llc::DeleteReason::ProtocolViolation, false);
+            lock.lock();
+            continue;
+        }
+        unsigned slot;
+        std::optional<Message> request;
+        if (!downs_.empty()) {
+            slot = downs_.front();
+            downs_.pop_front();
+        } else if (!queue_.empty()) {
+            slot = queue_.front().first;
+            request = std::move(queue_.front().second);
+            queue_.pop_front();
+        } else {
+            slot = delayed_->first;
+            request = std::move(delayed_->second);
+            delayed_.reset();
+        }
+        lock.unlock();
+        if (acquireFlow(request ? Flow::AddLink : Flow::DeleteLink, config_.timeouts.flowStart)) {
+            if (request)
+                handleRequest(slot, *request);
+            else if (!terminated_)
+                failover(slot, true);
+            releaseFlow();
+        }
+        lock.lock();
+    }
+}
+
+void LinkGroup::keepalive()
+{
+    const auto interval = config_.timeouts.testLink;
+    std::unique_lock lock(mutex_);
+    std::array<std::chrono::steady_clock::time_point, kMaxLinks> sentAt{};
+    while (!stopping_) {
+        changed_.wait_for(lock, interval.count()
+                                    ? std::min<std::chrono::milliseconds>(interval / 4, 100ms)
+                                    : 100ms);
+        if (stopping_ || interval.count() == 0 || terminated_)
+            continue;
+        const auto now = std::chrono::steady_clock::now();
+        for (unsigned s = 0; s < kMaxLinks; ++s) {
+            Link& l = links_[s];
+            if (l.state != LinkState::Active)
+                continue;
+            if (l.testPending) {
+                if (now - sentAt[s] >= config_.timeouts.wait) {
+                    l.testPending = false; // a missed reply takes the link down
+                    downs_.push_back(s);
+                    changed_.notify_all();
+                }
+            } else if (now - l.lastRx >= interval && l.channel) {
+                l.testPending = true;
+                sentAt[s] = now;
+                ++stats_.messagesOut;
+                (void)l.channel->send(llc::encode({1, false, llc::TestLink{}}));
+            }
+        }
+    }
+}
+
+void LinkGroup::terminate(std::string reason, llc::DeleteReason code, bool orderly)
+{
+    if (terminated_.exchange(true))
+        return;
+    std::optional<unsigned> via;
+    {
+        std::lock_guard lock(mutex_);
+        via = survivor(kMaxLinks);
+        if (waiter_)
+            waiter_->linkDown = true;
+    }
+    changed_.notify_all();
+    if (via)
+        (void)send(*via, {1, false, llc::DeleteLink{true, orderly, 0, code}});
+    std::map<std::uint32_t, std::unique_ptr<Connection>> conns;
+    TerminationHandler handler;
+    {
+        std::lock_guard lock(mutex_);
+        conns.swap(connections_);
+        handler = onTerminated_;
+        for (Link& l : links_)
+            if (l.state != LinkState::Unused)
+                l.state = LinkState::Inactive;
+        setTypeLocked();
+    }
+    for (auto& [token, conn] : conns) { // every buffer back to the pool
+        (void)pool_->release(conn->rmb);
+        (void)pool_->release(conn->sndbuf);
+    }
+    if (handler)
+        handler(std::move(reason));
+}
+
+// --- Connections ----------------------------------------------------------------
+
+Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
+                                              std::optional<std::uint8_t> linkId)
+{
+    if (terminated_)
+        return gone();
+    if (!hasRoom())
+        return std::make_error_code(std::errc::no_buffer_space);
+    Result<BufferRef> rmb = pool_->acquire(BufferKind::Rmb, rmbBytes);
+    if (!rmb)
+        return rmb.error();
+    Result<BufferRef> snd = pool_->acquire(BufferKind::Sndbuf, sndbufBytes);
+    if (!snd) {
+        (void)pool_->release(*rmb);
+        return snd.error();
+    }
+    std::lock_guard lock(mutex_);
+    std::optional<unsigned> best;
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        if (links_[s].state == LinkState::Active &&
+            (linkId ? links_[s].linkId == *linkId
+                    : !best || links_[s].connections < links_[*best].connections))
+            best = s;
+    if (!best) {
+        (void)pool_->release(*rmb);
+        (void)pool_->release(*snd);
+        return gone();
+    }
+    auto conn = std::make_unique<Connection>();
+    do
+        conn->token = nextToken_++;
+    while (conn->token == 0 || connections_.count(conn->token));
+    conn->rmb = *rmb;
+    conn->sndbuf = *snd;
+    conn->link = *best;
+    ++links_[*best].connections;
+    Connection* c = conn.get();
+    connections_.emplace(c->token, std::move(conn));
+    return c;
+}
+
+Result<void> LinkGroup::peerRmbKnown(Connection& conn, unsigned slot, RtokenTable::Rtoken rtoken)
+{
+    Result<unsigned> row = rtokens_.add(slot, rtoken);
+    if (!row)
+        return row.error();
+    conn.peerRmb = *row;
+    return {};
+}
+
+Result<void> LinkGroup::announceRmb(Connection& conn)
+{
+    // Holding the flow token, the set of links cannot change under us.
+    if (!acquireFlow(Flow::Rkey, config_.timeouts.flowStart))
+        return gone();
+    llc::ConfirmRkey c;
+    unsigned via;
+    {
+        std::lock_guard lock(mutex_);
+        via = conn.link;
+        const BufferDesc& d = *conn.rmb.desc();
+        c.rkey = d.registration(via).rkey;
+        c.vaddr = d.registration(via).addr;
+        for (unsigned s = 0; s < kMaxLinks; ++s)
+            if (s != via && links_[s].state == LinkState::Active)
+                c.others.push_back(
+                    {links_[s].linkId, d.registration(s).rkey, d.registration(s).addr});
+    }
+    Result<void> r;
+    if (!c.others.empty()) { // with one link, the handshake (CLC) told the peer already
+        Result<Message> resp =
+            exchange(via, {1, false, c}, via, Type::ConfirmRkey, true, config_.timeouts.wait);
+        if (!resp)
+            r = resp.error();
+        else if (std::get<llc::ConfirmRkey>(resp->body).negative)
+            r = refused();
+    }
+    releaseFlow();
+    return r;
+}
+
+Result<void> LinkGroup::closeConnection(Connection& conn)
+{
+    std::unique_ptr<Connection> owned;
+    {
+        std::lock_guard lock(mutex_);
+        auto it = connections_.find(conn.token);
+        if (it == connections_.end() || it->second.get() != &conn)
+            return Errc::InvalidBuffer;
+        owned = std::move(it->second);
+        connections_.erase(it);
+        if (links_[owned->link].connections > 0)
+            --links_[owned->link].connections;
+    }
+    Result<void> r;
+    if (acquireFlow(Flow::Rkey, config_.timeouts.flowStart)) {
+        std::optional<unsigned> via;
+        {
+            std::lock_guard lock(mutex_);
+            via = survivor(kMaxLinks);
+        }
+        if (via) {
+            // The peer drops the whole rtoken row, whichever link's rkey we name.
+            llc::DeleteRkey d{false, 0, 0, {owned->rmb->registration(*via).rkey}};
+            Result<Message> resp =
+                exchange(*via, {1, false, d}, *via, Type::DeleteRkey, true, config_.timeouts.wait);
+            if (!resp)
+                r = resp.error();
+        }
+        releaseFlow();
+    }
+    (void)pool_->release(owned->rmb);
+    (void)pool_->release(owned->sndbuf);
+    return r;
+}
+
+// --- Observability -------------------------------------------------------------
+
+GroupType LinkGroup::type() const
+{
+    std::lock_guard lock(mutex_);
+    return type_;
+}
+
+std::vector<LinkInfo> LinkGroup::links() const
+{
+    std::lock_guard lock(mutex_);
+    std::vector<LinkInfo> out;
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        if (links_[s].state != LinkState::Unused)
+            out.push_back({s, links_[s].linkId, links_[s].state, links_[s].connections});
+    return out;
+}
+
+std::vector<const Connection*> LinkGroup::connections() const
+{
+    std::lock_guard lock(mutex_);
+    std::vector<const Connection*> out;
+    for (const auto& [token, conn] : connections_)
+        out.push_back(conn.get());
+    return out;
+}
+
+unsigned LinkGroup::connectionCount() const
+{
+    std::lock_guard lock(mutex_);
+    return static_cast<unsigned>(connections_.size());
+}
+
+bool LinkGroup::hasRoom() const
+{
+    return !terminated_ && connectionCount() < config_.maxConns && !rtokens_.full();
+}
+
+LinkGroupStats LinkGroup::stats() const
+{
+    std::lock_guard lock(mutex_);
+    return stats_;
+}
+
+} // namespace smc

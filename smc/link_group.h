@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+// LinkGroup: up to 3 links to one peer, their connections and buffers, and the LLC flows.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pool/buffer_pool.h"
+#include "smc/llc/llc_messages.h"
+#include "smc/llc_channel.h"
+#include "smc/rtoken_table.h"
+
+namespace smc
+{
+
+enum class Role : std::uint8_t { Client, Server };
+enum class LinkState : std::uint8_t { Unused, Inactive, Activating, Active };
+enum class GroupType : std::uint8_t { None, Single, Symmetric, AsymmetricLocal, AsymmetricPeer };
+const char* toString(LinkState state) noexcept;
+const char* toString(GroupType type) noexcept;
+
+using SystemId = std::array<std::uint8_t, 8>;
+
+// Linux's LLC timers (llc.h), configurable.
+struct LlcTimeouts {
+    std::chrono::milliseconds firstLink{5000}; // CONFIRM_LINK of a new link
+    std::chrono::milliseconds wait{2000};      // every other LLC wait
+    std::chrono::milliseconds flowStart{20000};
+    std::chrono::milliseconds testLink{30000}; // TEST_LINK idle interval; 0 = off
+};
+
+// A link as the device side hands it over: its control channel and the
+// identity the peer needs (for RDMA: the QP number, GID and MAC).
+struct NewLink {
+    std::unique_ptr<LlcChannel> channel;
+    std::uint32_t qpn = 0;
+    llc::Gid gid{};
+    llc::Mac mac{};
+};
+
+// Makes links: an RC QP pair on RoCE, or an in-process pair in tests.
+class LinkProvider
+{
+public:
+    virtual ~LinkProvider() = default;
+    // Server: a new link whose far end the client will join by `qpn`.
+    virtual Result<NewLink> create() = 0;
+    // Client: the far end of the server's new link `peerQpn`.
+    virtual Result<NewLink> join(std::uint32_t peerQpn) = 0;
+};
+
+struct LinkGroupConfig {
+    Role role = Role::Client;
+    SystemId peer{};
+    unsigned maxConns = 255; // Linux 16..255
+    unsigned maxLinks = 2;   // symmetric links wanted (Linux 1..2)
+    LlcTimeouts timeouts;
+    PoolConfig pool; // tech must be SmcR
+};
+
+struct Connection {
+    std::uint32_t token = 0; // alert token, unique in the group
+    BufferRef rmb;
+    BufferRef sndbuf;
+    unsigned link = 0;               // slot of the link it rides
+    std::optional<unsigned> peerRmb; // row in the rtoken table
+};
+
+struct LinkInfo {
+    unsigned slot = 0;
+    std::uint8_t linkId = 0;
+    LinkState state = LinkState::Unused;
+    unsigned connections = 0;
+};
+
+struct LinkGroupStats {
+    std::uint64_t messagesIn = 0, messagesOut = 0, malformed = 0, dropped = 0, delayed = 0;
+    std::uint64_t failovers = 0;
+};
+
+class LinkGroup
+{
+public:
+    // Told when the group is gone (last link lost, peer said DELETE_LINK ALL,
+    // protocol violation); the connections are dead by then.
+    using TerminationHandler = std::function<void(std::string reason)>;
+
+    static Result<std::unique_ptr<LinkGroup>> create(LinkGroupConfig config, Registrar& registrar,
+                                                     LinkProvider& provider);
+    ~LinkGroup();
+
+    // The first link (CONFIRM_LINK): the server asks, the client answers.
+    // Then the server tries to add a second link, if maxLinks allows.
+    Result<void> start(NewLink first);
+    // Server: ADD_LINK flow for one more link (ADD_LINK_CONT rkey exchange).
+    Result<void> addLink();
+    // Orderly DELETE_LINK of one link; its connections move to another.
+    Result<void> deleteLink(unsigned slot);
+    // Tear the group down: DELETE_LINK ALL to the peer, buffers released.
+    void terminate(std::string reason,
+                   llc::DeleteReason code = llc::DeleteReason::ProgramTerminated,
+                   bool orderly = true);
+
+    // A connection's buffers and link (the least loaded, or `linkId`: a client
+    // rides the link the server chose); peer rtokens come with peerRmbKnown().
+    Result<Connection*> openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
+                                       std::optional<std::uint8_t> linkId = std::nullopt);
+    // The peer's RMB for `conn`, learnt on link `slot` (what CLC carries), then
+    // CONFIRM_RKEY tells the peer our RMB's rkeys on the other links.
+    Result<void> peerRmbKnown(Connection& conn, unsigned slot, RtokenTable::Rtoken rtoken);
+    Result<void> announceRmb(Connection& conn);
+    // DELETE_RKEY to the peer, buffers back to the pool.
+    Result<void> closeConnection(Connection& conn);
+
+    void onTerminated(TerminationHandler handler);
+    bool terminated() const noexcept { return terminated_.load(); }
+    Role role() const noexcept { return config_.role; }
+    GroupType type() const;
+    std::vector<LinkInfo> links() const;
+    std::vector<const Connection*> connections() const;
+    unsigned connectionCount() const;
+    bool hasRoom() const; // another connection fits (max conns, rtoken rows)
+    const RtokenTable& rtokens() const noexcept { return rtokens_; }
+    BufferPool& pool() noexcept { return *pool_; }
+    LinkGroupStats stats() const;
+    const SystemId& peer() const noexcept { return config_.peer; }
+
+private:
+    struct Link {
+        LinkState state = LinkState::Unused;
+        std::uint8_t linkId = 0;
+        std::unique_ptr<LlcChannel> channel;
+        unsigned connections = 0;
+        std::chrono::steady_clock::time_point lastRx{};
+        std::atomic<bool> testPending{false};
+    };
+    // One LLC flow at a time (Linux llc_flow_lcl/rmt, simplified: one token).
+    enum class Flow : std::uint8_t { None, AddLink, DeleteLink, Rkey, FirstLink };
+    struct Waiter {
+        unsigned slot;
+        llc::Type type;
+        bool response;
+        std::optional<llc::Message> got;
+        bool linkDown = false;
+    };
+
+    LinkGroup(LinkGroupConfig config, LinkProvider& provider);
+
+    void attach(unsigned slot, NewLink link);
+    void onMessage(unsigned slot, std::vector<std::byte> bytes);
+    void onDown(unsigned slot);
+    Result<void> send(unsigned slot, const llc::Message& m);
+    void arm(Waiter& w);
+    Result<llc::Message> await(Waiter& w, std::chrono::milliseconds timeout);
+    Result<llc::Message> exchange(unsigned sendSlot, const llc::Message& m, unsigned waitSlot,
+                                  llc::Type type, bool response, std::chrono::milliseconds timeout);
+    bool acquireFlow(Flow flow, std::chrono::milliseconds timeout);
+    void releaseFlow();
+
+    void worker();
+    void handleRequest(unsigned slot, const llc::Message& m);
+    void clientAddLink(unsigned slot, const llc::AddLink& req);
+    void remoteDeleteLink(unsigned slot, const llc::DeleteLink& req);
+    void failover(unsigned slot, bool tellPeer);
+    void clearLink(unsigned slot);
+    std::optional<unsigned> survivor(unsigned excluding) const;
+    std::optional<unsigned> freeSlot() const;
+    std::optional<unsigned> slotOf(std::uint8_t linkId) const;
+    std::vector<llc::RkeyPair> ownRkeys(unsigned from, unsigned to) const;
+    void setTypeLocked();
+    void keepalive();
+
+    LinkGroupConfig config_;
+    LinkProvider& provider_;
+    std::unique_ptr<BufferPool> pool_;
+    RtokenTable rtokens_;
+
+    mutable std::mutex mutex_; // links_, connections_, waiter_, flow_, queue_
+    std::condition_variable changed_;
+    std::array<Link, kMaxLinks> links_;
+    std::map<std::uint32_t, std::unique_ptr<Connection>> connections_;
+    std::uint32_t nextToken_ = 1;
+    std::uint8_t nextLinkId_ = 0;
+    GroupType type_ = GroupType::None;
+    Flow flow_ = Flow::None;
+    Waiter* waiter_ = nullptr;
+    std::deque<std::pair<unsigned, llc::Message>> queue_; // requests for the worker
+    std::deque<unsigned> downs_;                          // links to fail over
+    std::optional<std::pair<unsigned, llc::Message>> delayed_;
+    std::optional<std::string> violation_; // a malformed message: terminate
+    LinkGroupStats stats_;
+    TerminationHandler onTerminated_;
+    std::atomic<bool> terminated_{false};
+    bool stopping_ = false;
+    std::thread worker_;
+    std::thread keepalive_;
+};
+
+} // namespace smc

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: MIT
+// Two link groups (server and client) over in-process links: first link, ADD_LINK with the
+// ADD_LINK_CONT rkey exchange, failover, orderly delete, TEST_LINK, RKEY flows, faults.
+#include "smc/link_group.h"
+
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/libtest/inproc_fabric.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+struct Side {
+    // Declared before the group: its threads write them until it is gone.
+    std::atomic<int> terminations{0};
+    std::string reason;
+    test::KeyRegistrar registrar;
+    std::unique_ptr<LinkGroup> group;
+};
+
+struct Pair {
+    test::InprocFabric fabric;
+    Side server, client;
+
+    explicit Pair(unsigned maxLinks = 2, LlcTimeouts timeouts = fastTimeouts())
+    {
+        LinkGroupConfig config;
+        config.maxLinks = maxLinks;
+        config.timeouts = timeouts;
+        config.role = Role::Server;
+        server.group = std::move(LinkGroup::create(config, server.registrar, fabric)).value();
+        config.role = Role::Client;
+        client.group = std::move(LinkGroup::create(config, client.registrar, fabric)).value();
+        for (Side* s : {&server, &client})
+            s->group->onTerminated([s](std::string why) {
+                s->reason = why;
+                ++s->terminations;
+            });
+    }
+
+    static LlcTimeouts fastTimeouts()
+    {
+        LlcTimeouts t;
+        t.firstLink = 2s;
+        t.wait = 1s;
+        t.flowStart = 5s;
+        t.testLink = 0ms;
+        return t;
+    }
+
+    void start()
+    {
+        Result<NewLink> first = fabric.create();
+        ASSERT_TRUE(first);
+        Result<NewLink> far = fabric.join(first->qpn);
+        ASSERT_TRUE(far);
+        auto client_ =
+            std::async(std::launch::async, [&] { return client.group->start(std::move(*far)); });
+        Result<void> s = server.group->start(std::move(*first));
+        Result<void> c = client_.get();
+        ASSERT_TRUE(s) << s.error().message();
+        ASSERT_TRUE(c) << c.error().message();
+    }
+
+    // What the handshake does for one connection: both RMBs known on the
+    // server's link (CLC), then CONFIRM_RKEY for the other links. A handshake
+    // does not interleave with link changes (Linux serialises them with its
+    // LGR-pending locks and LLC flows); `handshake` stands for that.
+    std::mutex handshake;
+    std::pair<Connection*, Connection*> connect()
+    {
+        std::lock_guard serialised(handshake);
+        Result<Connection*> s = server.group->openConnection(65536, 65536);
+        EXPECT_TRUE(s) << s.error().message();
+        if (!s)
+            return {};
+        Connection* sc = *s;
+        const std::uint8_t linkId = idOf(*server.group, sc->link);
+        Result<Connection*> c = client.group->openConnection(65536, 65536, linkId);
+        EXPECT_TRUE(c) << c.error().message();
+        if (!c)
+            return {};
+        Connection* cc = *c;
+        const RtokenTable::Rtoken sr{sc->rmb->registration(sc->link).rkey,
+                                     sc->rmb->registration(sc->link).addr};
+        const RtokenTable::Rtoken cr{cc->rmb->registration(cc->link).rkey,
+                                     cc->rmb->registration(cc->link).addr};
+        EXPECT_TRUE(server.group->peerRmbKnown(*sc, sc->link, cr));
+        EXPECT_TRUE(client.group->peerRmbKnown(*cc, cc->link, sr));
+        Result<void> sa = server.group->announceRmb(*sc);
+        EXPECT_TRUE(sa) << "server CONFIRM_RKEY: " << sa.error().message();
+        Result<void> ca = client.group->announceRmb(*cc);
+        EXPECT_TRUE(ca) << "client CONFIRM_RKEY: " << ca.error().message();
+        return {sc, cc};
+    }
+
+    static std::uint8_t idOf(const LinkGroup& g, unsigned slot)
+    {
+        for (const LinkInfo& l : g.links())
+            if (l.slot == slot)
+                return l.linkId;
+        return 0;
+    }
+    static unsigned active(const LinkGroup& g)
+    {
+        unsigned n = 0;
+        for (const LinkInfo& l : g.links())
+            n += l.state == LinkState::Active;
+        return n;
+    }
+    template <typename F> static bool eventually(F f, std::chrono::milliseconds limit = 5s)
+    {
+        const auto end = std::chrono::steady_clock::now() + limit;
+        while (!f()) {
+            if (std::chrono::steady_clock::now() > end)
+                return false;
+            std::this_thread::sleep_for(5ms);
+        }
+        return true;
+    }
+};
+
+// `from` writes into the peer RMB of its connection through the rtoken it
+// holds for the connection's current link: the in-process RDMA WRITE.
+bool writeToPeer(Side& from, const Connection& conn, Side& to, std::uint8_t value)
+{
+    std::optional<RtokenTable::Rtoken> rt = from.group->rtokens().get(*conn.peerRmb, conn.link);
+    if (!rt)
+        return false;
+    const std::byte data[64] = {std::byte{value}};
+    return to.registrar.write(rt->rkey, rt->vaddr, data, sizeof data);
+}
+
+TEST(LinkGroup, FirstLinkThenASecondSymmetricLink)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    EXPECT_EQ(Pair::active(*p.server.group), 2u);
+    EXPECT_EQ(p.server.group->type(), GroupType::Symmetric);
+    EXPECT_EQ(p.client.group->type(), GroupType::Symmetric);
+    std::vector<std::uint8_t> sIds, cIds;
+    for (const LinkInfo& l : p.server.group->links())
+        sIds.push_back(l.linkId);
+    for (const LinkInfo& l : p.client.group->links())
+        cIds.push_back(l.linkId);
+    EXPECT_EQ(sIds, cIds) << "the client adopts the server's link numbers";
+}
+
+TEST(LinkGroup, AddLinkExchangesEveryRmbsRkeys)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    // Back to one link, open connections, then add a link: ADD_LINK_CONT
+    // must carry all of them (more than two per message, both directions).
+    const unsigned second = p.server.group->links().back().slot;
+    ASSERT_TRUE(p.server.group->deleteLink(second));
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 1; }));
+    std::vector<std::pair<Connection*, Connection*>> conns;
+    for (int i = 0; i < 7; ++i)
+        conns.push_back(p.connect());
+    ASSERT_TRUE(p.server.group->addLink());
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+
+    // Every peer RMB is reachable on both links, on both sides, with the
+    // rkeys its owner registered there: the rtoken tables agree.
+    for (auto [sc, cc] : conns) {
+        for (const LinkInfo& sl : p.server.group->links()) {
+            unsigned cslot = 0;
+            for (const LinkInfo& cl : p.client.group->links())
+                if (cl.linkId == sl.linkId)
+                    cslot = cl.slot;
+            auto atServer = p.server.group->rtokens().get(*sc->peerRmb, sl.slot);
+            auto atClient = p.client.group->rtokens().get(*cc->peerRmb, cslot);
+            ASSERT_TRUE(atServer && atClient) << "link " << int(sl.linkId);
+            EXPECT_EQ(atServer->rkey, cc->rmb->registration(cslot).rkey);
+            EXPECT_EQ(atClient->rkey, sc->rmb->registration(sl.slot).rkey);
+        }
+    }
+}
+
+TEST(LinkGroup, ConnectionsSpreadAndSurviveALinkKill)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    std::vector<std::pair<Connection*, Connection*>> conns;
+    for (int i = 0; i < 10; ++i)
+        conns.push_back(p.connect());
+    for (const LinkInfo& l : p.server.group->links())
+        EXPECT_EQ(l.connections, 5u) << "least loaded link first";
+    for (auto [sc, cc] : conns) {
+        ASSERT_TRUE(writeToPeer(p.server, *sc, p.client, 1)) << "before";
+        ASSERT_TRUE(writeToPeer(p.client, *cc, p.server, 2));
+    }
+
+    p.fabric.channel(p.fabric.lastQpn())->shutdown(); // the second link dies
+    ASSERT_TRUE(Pair::eventually(
+        [&] { return Pair::active(*p.server.group) == 1 && Pair::active(*p.client.group) == 1; }));
+    EXPECT_EQ(p.server.group->type(), GroupType::Single);
+    const unsigned survivor = p.server.group->links().front().slot;
+    for (auto [sc, cc] : conns) {
+        EXPECT_EQ(sc->link, survivor);
+        EXPECT_TRUE(writeToPeer(p.server, *sc, p.client, 3)) << "after failover";
+        EXPECT_TRUE(writeToPeer(p.client, *cc, p.server, 4));
+        EXPECT_EQ(cc->rmb.data()[0], std::byte{3});
+        EXPECT_EQ(sc->rmb.data()[0], std::byte{4});
+    }
+    EXPECT_EQ(p.server.group->connectionCount(), 10u);
+    EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
+}
+
+TEST(LinkGroup, LastLinkGoneTerminatesAndReleasesEverything)
+{
+    Pair p(1);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    for (int i = 0; i < 3; ++i)
+        p.connect();
+    p.fabric.channel(p.fabric.lastQpn())->shutdown();
+    ASSERT_TRUE(Pair::eventually(
+        [&] { return p.server.terminations.load() == 1 && p.client.terminations.load() == 1; }));
+    EXPECT_EQ(p.server.group->connectionCount(), 0u);
+    EXPECT_EQ(p.server.group->pool().stats().rmb.inUseBytes, 0) << "every buffer back";
+    EXPECT_EQ(p.client.group->pool().stats().sndbuf.inUseBytes, 0);
+    EXPECT_NE(p.server.reason.find("last link"), std::string::npos) << p.server.reason;
+}
+
+TEST(LinkGroup, OrderlyDeleteKeepsConnections)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    auto [sc, cc] = p.connect();
+    auto [sc2, cc2] = p.connect();
+    ASSERT_TRUE(p.client.group->deleteLink(cc->link)) << "either side may delete";
+    ASSERT_TRUE(Pair::eventually(
+        [&] { return Pair::active(*p.server.group) == 1 && Pair::active(*p.client.group) == 1; }));
+    for (auto [s, c] : {std::pair{sc, cc}, std::pair{sc2, cc2}}) {
+        EXPECT_TRUE(writeToPeer(p.server, *s, p.client, 9));
+        EXPECT_TRUE(writeToPeer(p.client, *c, p.server, 9));
+    }
+    EXPECT_EQ(p.server.group->deleteLink(2).error(), Errc::NoSuchLink);
+}
+
+TEST(LinkGroup, MissedTestLinkTakesTheLinkDown)
+{
+    LlcTimeouts t = Pair::fastTimeouts();
+    t.testLink = 100ms;
+    t.wait = 300ms;
+    Pair p(2, t);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    p.connect();
+    // The client's end of the second link stops answering (and sending).
+    p.fabric.channel(p.fabric.lastQpn() + 0x10000)->faults().drop = 1 << 30;
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.server.group) == 1; }));
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 1; }));
+    EXPECT_EQ(p.server.terminations.load(), 0);
+    EXPECT_GE(p.server.group->stats().failovers, 1u);
+}
+
+// Connections come and go between link changes: after each change both
+// sides settle, and every open connection's RMB stays reachable. (Link
+// changes racing the handshake itself are not covered yet: see the notes.)
+TEST(LinkGroup, RkeysFollowConnectionsAcrossLinkChanges)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    std::vector<std::pair<Connection*, Connection*>> open;
+    for (int i = 0; i < 24; ++i) {
+        auto pair = p.connect();
+        ASSERT_TRUE(pair.first && pair.second);
+        open.push_back(pair);
+        if (i % 3 == 2) { // close the oldest: DELETE_RKEY on both sides
+            auto [sc, cc] = open.front();
+            open.erase(open.begin());
+            ASSERT_TRUE(p.server.group->closeConnection(*sc));
+            ASSERT_TRUE(p.client.group->closeConnection(*cc));
+        }
+        if (i % 4 == 3) { // and flip the second link
+            const auto links = p.server.group->links();
+            if (links.size() == 2)
+                ASSERT_TRUE(p.server.group->deleteLink(links.back().slot));
+            else
+                ASSERT_TRUE(p.server.group->addLink());
+            const unsigned want = links.size() == 2 ? 1 : 2;
+            ASSERT_TRUE(Pair::eventually([&] {
+                return Pair::active(*p.client.group) == want &&
+                       p.client.group->links().size() == want;
+            }));
+        }
+    }
+    EXPECT_EQ(p.server.group->rtokens().used(), open.size());
+    EXPECT_EQ(p.client.group->rtokens().used(), open.size());
+    for (auto [sc, cc] : open) {
+        EXPECT_TRUE(writeToPeer(p.server, *sc, p.client, 5));
+        EXPECT_TRUE(writeToPeer(p.client, *cc, p.server, 6));
+    }
+}
+
+TEST(LinkGroup, MalformedMessageTerminatesWithAReason)
+{
+    Pair p(1);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    p.connect();
+    p.fabric.channel(p.fabric.lastQpn())->faults().corrupt = 1;
+    // Any next message from the server: a TEST_LINK exchange will do.
+    auto [sc, cc] = p.connect(); // CONFIRM_RKEY is not sent on one link; close sends DELETE_RKEY
+    (void)p.server.group->closeConnection(*sc);
+    ASSERT_TRUE(Pair::eventually([&] { return p.client.terminations.load() == 1; }));
+    EXPECT_NE(p.client.reason.find("protocol violation"), std::string::npos) << p.client.reason;
+    (void)cc;
+}
+
+// Every fault on the add-link flow: it completes, or both sides end with a
+// consistent set of links. Never a hang, never a leak.
+TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
+{
+    for (int fault = 0; fault < 4; ++fault) {
+        Pair p(2);
+        ASSERT_NO_FATAL_FAILURE(p.start());
+        ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+        for (int i = 0; i < 3; ++i)
+            p.connect();
+        ASSERT_TRUE(p.server.group->deleteLink(p.server.group->links().back().slot));
+        ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 1; }));
+        Faults& f = p.fabric.channel(100)->faults(); // the first link carries the flow
+        switch (fault) {
+        case 0:
+            f.drop = 1;
+            break;
+        case 1:
+            f.duplicate = 3;
+            break;
+        case 2:
+            f.delayMs = 50;
+            break;
+        case 3:
+            f.corrupt = 1;
+            break;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        (void)p.server.group->addLink();
+        f.delayMs = 0;
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "fault " << fault;
+        // Settled: both sides agree (or the group is gone on both sides).
+        ASSERT_TRUE(Pair::eventually(
+            [&] {
+                // The handler runs once everything is released.
+                if (p.server.group->terminated() || p.client.group->terminated())
+                    return p.server.terminations.load() == 1 && p.client.terminations.load() == 1;
+                return Pair::active(*p.server.group) == Pair::active(*p.client.group) &&
+                       p.server.group->links().size() == Pair::active(*p.server.group) &&
+                       p.client.group->links().size() == Pair::active(*p.client.group);
+            },
+            10s))
+            << "fault " << fault;
+        if (p.server.group->terminated()) {
+            EXPECT_EQ(p.server.group->pool().stats().rmb.inUseBytes, 0);
+            EXPECT_EQ(p.client.group->pool().stats().rmb.inUseBytes, 0);
+        }
+    }
+}
+
+} // namespace
+} // namespace smc
