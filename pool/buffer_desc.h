@@ -77,7 +77,7 @@ private:
 
     // state_ packs (generation << 2) | Use. The generation moves on every
     // acquire, so a stale BufferRef can never release a buffer someone else holds.
-    enum Use : std::uint64_t { Free = 0, Used = 1, Releasing = 2 };
+    enum Use : std::uint64_t { Free = 0, Used = 1 };
     static constexpr std::uint64_t kUseMask = 3;
 
     std::byte* data_ = nullptr;

@@ -84,7 +84,6 @@ public:
     std::uint32_t recvSlots() const noexcept { return recvSlots_; }
     std::uint32_t freeSendSlots() const;
     const QueuePair& queuePair() const noexcept { return qp_; }
-    ProtectionDomain pd() const { return pd_; }
 
 private:
     RcLink() = default;

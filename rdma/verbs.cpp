@@ -31,7 +31,34 @@ void destroyed(const char* what, int ret) noexcept
                      std::generic_category().message(ret).c_str());
 }
 
+using DeviceList = std::unique_ptr<ibv_device*, decltype(&ibv_free_device_list)>;
+
+// ibv_get_device_list: NULL and errno on failure (ENOSYS without kernel RDMA
+// support). ibv_free_device_list(NULL) crashes, so only a real list is owned.
+Result<std::pair<DeviceList, int>> deviceList()
+{
+    int count = 0;
+    errno = 0;
+    ibv_device** raw = ibv_get_device_list(&count);
+    if (raw == nullptr)
+        return std::error_code(errno != 0 ? errno : ENOSYS, std::generic_category());
+    return std::pair{DeviceList(raw, ibv_free_device_list), count};
+}
+
 } // namespace
+
+Result<std::vector<std::string>> listDevices()
+{
+    Result<std::pair<DeviceList, int>> list = deviceList();
+    if (!list)
+        return list.error();
+    if (list->second == 0)
+        return std::make_error_code(std::errc::no_such_device);
+    std::vector<std::string> names;
+    for (int i = 0; i < list->second; ++i)
+        names.emplace_back(ibv_get_device_name(list->first.get()[i]));
+    return names;
+}
 
 std::error_code errnoError() noexcept
 {
@@ -57,27 +84,21 @@ std::error_code completionError(ibv_wc_status status) noexcept
 
 Result<Context> Context::open(std::string_view name)
 {
-    int count = 0;
-    errno = 0;
-    ibv_device** list = ibv_get_device_list(&count);
-    if (list == nullptr) // ENOSYS: no RDMA in this kernel. Never free a NULL list.
-        return std::error_code(errno != 0 ? errno : ENOSYS, std::generic_category());
+    Result<std::pair<DeviceList, int>> list = deviceList();
+    if (!list)
+        return list.error();
     ibv_device* found = nullptr;
-    for (int i = 0; i < count && found == nullptr; ++i)
-        if (name.empty() || name == ibv_get_device_name(list[i]))
-            found = list[i];
-    Context c;
-    if (found == nullptr) {
-        ibv_free_device_list(list);
+    for (int i = 0; i < list->second && found == nullptr; ++i)
+        if (name.empty() || name == ibv_get_device_name(list->first.get()[i]))
+            found = list->first.get()[i];
+    if (found == nullptr)
         return std::make_error_code(std::errc::no_such_device);
-    }
+    Context c;
     c.name_ = ibv_get_device_name(found);
     errno = 0;
     ibv_context* raw = ibv_open_device(found);
-    std::error_code ec = raw ? std::error_code() : errnoError();
-    ibv_free_device_list(list);
     if (!raw)
-        return ec;
+        return errnoError();
     c.ctx_.reset(raw, [](ibv_context* p) { destroyed("ibv_close_device", ibv_close_device(p)); });
     return c;
 }

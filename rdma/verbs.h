@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <infiniband/verbs.h>
 
@@ -25,6 +26,11 @@ std::error_code returnedError(int ret) noexcept;
 // A work completion's status (ibv_wc_status), category "ibv_wc".
 std::error_code completionError(ibv_wc_status status) noexcept;
 const std::error_category& completionCategory() noexcept;
+
+// Names of the RDMA devices on this host (e.g. "rxe0", "mlx5_0"). A host
+// whose kernel has no RDMA support answers std::errc::function_not_supported;
+// one with support but no device answers std::errc::no_such_device.
+Result<std::vector<std::string>> listDevices();
 
 // --- Handles. Each child keeps its parents alive through the shared_ptr's
 // deleter, so teardown order (MRs and QPs before their PD, a QP before its

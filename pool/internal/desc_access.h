@@ -13,7 +13,6 @@ struct DescAccess {
     using RegState = BufferDesc::RegState;
     static constexpr std::uint64_t kFree = BufferDesc::Free;
     static constexpr std::uint64_t kUsed = BufferDesc::Used;
-    static constexpr std::uint64_t kReleasing = BufferDesc::Releasing;
     static constexpr std::uint64_t kUseMask = BufferDesc::kUseMask;
 
     static constexpr std::uint64_t pack(std::uint64_t generation, std::uint64_t use) noexcept

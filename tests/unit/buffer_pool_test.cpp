@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/libtest/fakes.h"
+#include "tests/libtest/policies.h"
 
 namespace smc
 {
@@ -17,10 +18,6 @@ namespace
 
 using test::CountingAllocator;
 using test::FakeRegistrar;
-
-template <LockPolicy P> struct PolicyTag {
-    static constexpr LockPolicy kPolicy = P;
-};
 
 template <typename Tag> class BufferPoolTest : public ::testing::Test
 {
@@ -46,14 +43,7 @@ protected:
     FakeRegistrar registrar_;
 };
 
-using Policies = ::testing::Types<PolicyTag<LockPolicy::Global>, PolicyTag<LockPolicy::Bucket>,
-                                  PolicyTag<LockPolicy::Default>>;
-class PolicyName
-{
-public:
-    template <typename T> static std::string GetName(int) { return toString(T::kPolicy); }
-};
-TYPED_TEST_SUITE(BufferPoolTest, Policies, PolicyName);
+TYPED_TEST_SUITE(BufferPoolTest, test::Policies, test::PolicyName);
 
 TYPED_TEST(BufferPoolTest, RoundsUpAndReportsTheClass)
 {

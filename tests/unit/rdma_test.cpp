@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "rdma/device.h"
 #include "rdma/rc_link.h"
 #include "rdma/verbs.h"
 

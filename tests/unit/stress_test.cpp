@@ -12,27 +12,17 @@
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/loopback_ism.h"
 #include "tests/libtest/fakes.h"
+#include "tests/libtest/policies.h"
 
 namespace smc
 {
 namespace
 {
 
-template <LockPolicy P> struct PolicyTag {
-    static constexpr LockPolicy kPolicy = P;
-};
-using Policies = ::testing::Types<PolicyTag<LockPolicy::Global>, PolicyTag<LockPolicy::Bucket>,
-                                  PolicyTag<LockPolicy::Default>>;
-class PolicyName
-{
-public:
-    template <typename T> static std::string GetName(int) { return toString(T::kPolicy); }
-};
-
 template <typename Tag> class StressTest : public ::testing::Test
 {
 };
-TYPED_TEST_SUITE(StressTest, Policies, PolicyName);
+TYPED_TEST_SUITE(StressTest, test::Policies, test::PolicyName);
 
 constexpr int kThreads = 8;
 constexpr int kIterations = 20000;
