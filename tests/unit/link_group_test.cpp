@@ -2,6 +2,7 @@
 // Two link groups (server and client) over in-process links: first link, ADD_LINK with the
 // ADD_LINK_CONT rkey exchange, failover, orderly delete, TEST_LINK, RKEY flows, faults.
 #include "smc/link_group.h"
+#include "smc/link_group_manager.h"
 
 #include <future>
 #include <thread>
@@ -369,6 +370,48 @@ TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
             EXPECT_EQ(p.client.group->pool().stats().rmb.inUseBytes, 0);
         }
     }
+}
+
+// 300 connections to one peer: the first group fills at its limit (255) and
+// the managers open a second one, as Linux does.
+TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
+{
+    test::InprocFabric fabric;
+    test::KeyRegistrar serverKeys, clientKeys;
+    LinkGroupConfig defaults;
+    defaults.maxLinks = 1;
+    defaults.timeouts = Pair::fastTimeouts();
+    LinkGroupManager servers(defaults, serverKeys, fabric), clients(defaults, clientKeys, fabric);
+    const SystemId serverId{1}, clientId{2};
+    std::vector<std::pair<Connection*, Connection*>> conns;
+    for (int i = 0; i < 300; ++i) {
+        LinkGroup* s = servers.find(Role::Server, clientId);
+        LinkGroup* c = clients.find(Role::Client, serverId);
+        ASSERT_EQ(s == nullptr, c == nullptr) << "both sides agree on reuse";
+        if (s == nullptr) {
+            s = servers.create(Role::Server, clientId).value();
+            c = clients.create(Role::Client, serverId).value();
+            Result<NewLink> first = fabric.create();
+            Result<NewLink> far = fabric.join(first->qpn);
+            auto started =
+                std::async(std::launch::async, [&] { return c->start(std::move(*far)); });
+            ASSERT_TRUE(s->start(std::move(*first)));
+            ASSERT_TRUE(started.get());
+        }
+        Result<Connection*> sc = s->openConnection(16384, 16384);
+        Result<Connection*> cc = c->openConnection(16384, 16384);
+        ASSERT_TRUE(sc && cc) << i;
+        conns.emplace_back(*sc, *cc);
+    }
+    const std::vector<LinkGroup*> groups = servers.groups();
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_EQ(groups[0]->connectionCount(), 255u);
+    EXPECT_EQ(groups[1]->connectionCount(), 45u);
+    EXPECT_EQ(clients.groups().size(), 2u);
+    EXPECT_EQ(servers.find(Role::Client, clientId), nullptr) << "roles do not mix";
+    groups[1]->terminate("test");
+    EXPECT_EQ(servers.reap(), 1u);
+    EXPECT_EQ(servers.groups().size(), 1u);
 }
 
 } // namespace

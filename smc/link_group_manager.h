@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+// LinkGroupManager: the link groups of one side, found per peer and role, new ones when full.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "smc/link_group.h"
+
+namespace smc
+{
+
+class LinkGroupManager
+{
+public:
+    // `defaults` gives every new group its limits and timeouts; the registrar
+    // and the link provider are borrowed and must outlive the manager.
+    LinkGroupManager(LinkGroupConfig defaults, Registrar& registrar, LinkProvider& provider);
+
+    // A live group with `peer` in `role` that takes one more connection
+    // (Linux smc_conn_create: same peer system id and role, room under
+    // max_conns and in the rtoken table), or null: then create() one.
+    LinkGroup* find(Role role, const SystemId& peer) const;
+    // A new, not yet started group with `peer`.
+    Result<LinkGroup*> create(Role role, const SystemId& peer);
+    // Forget terminated groups; returns how many went.
+    std::size_t reap();
+    std::vector<LinkGroup*> groups() const;
+
+private:
+    LinkGroupConfig defaults_;
+    Registrar& registrar_;
+    LinkProvider& provider_;
+    mutable std::mutex mutex_;
+    std::vector<std::unique_ptr<LinkGroup>> groups_;
+};
+
+} // namespace smc
