@@ -95,6 +95,15 @@ std::unique_ptr<BufferPool> smcrPool(Registrar& registrar)
     return std::move(BufferPool::create(PoolConfig{}, registrar)).value();
 }
 
+// A pool whose buffers are registered on `pd` as link 0.
+std::unique_ptr<BufferPool> poolOn(RdmaRegistrar& registrar, const ProtectionDomain& pd)
+{
+    registrar.setLink(0, pd);
+    auto pool = smcrPool(registrar);
+    EXPECT_TRUE(pool->addLink(0));
+    return pool;
+}
+
 void fillPattern(std::byte* p, std::size_t n, unsigned seed)
 {
     for (std::size_t i = 0; i < n; ++i)
@@ -138,12 +147,8 @@ TEST_F(Rxe, EveryClassRegistersOnTwoLinks)
 TEST_F(Rxe, RdmaWriteLandsInThePeerRmbForEveryClass)
 {
     RdmaRegistrar mine, peers;
-    mine.setLink(0, links.pdA);
-    peers.setLink(0, links.pdB);
-    auto local = smcrPool(mine);
-    auto peer = smcrPool(peers);
-    ASSERT_TRUE(local->addLink(0));
-    ASSERT_TRUE(peer->addLink(0));
+    auto local = poolOn(mine, links.pdA);
+    auto peer = poolOn(peers, links.pdB);
     for (unsigned cls = 0; cls <= kMaxClassSmcD; ++cls) {
         Result<BufferRef> snd = local->acquire(BufferKind::Sndbuf, classBytes(cls));
         Result<BufferRef> rmb = peer->acquire(BufferKind::Rmb, classBytes(cls));
@@ -200,12 +205,8 @@ TEST_F(Rxe, ControlMessagesBothWaysWithSlotExhaustionAndRecovery)
 TEST_F(Rxe, FreedBuffersRkeyNoLongerWorks)
 {
     RdmaRegistrar mine, peers;
-    mine.setLink(0, links.pdA);
-    peers.setLink(0, links.pdB);
-    auto local = smcrPool(mine);
-    auto peer = smcrPool(peers);
-    ASSERT_TRUE(local->addLink(0));
-    ASSERT_TRUE(peer->addLink(0));
+    auto local = poolOn(mine, links.pdA);
+    auto peer = poolOn(peers, links.pdB);
     Result<BufferRef> snd = local->acquire(BufferKind::Sndbuf, 16384);
     Result<BufferRef> rmb = peer->acquire(BufferKind::Rmb, 16384);
     ASSERT_TRUE(snd && rmb);
@@ -246,9 +247,7 @@ TEST_F(Rxe, ErrorStateReportsLinkDownExactlyOnce)
 TEST_F(Rxe, BulkRegistrationOnANewLinkWhileTwoThreadsAcquireRelease)
 {
     RdmaRegistrar registrar;
-    registrar.setLink(0, links.pdA);
-    auto pool = smcrPool(registrar);
-    ASSERT_TRUE(pool->addLink(0));
+    auto pool = poolOn(registrar, links.pdA);
     std::vector<BufferRef> held;
     for (int i = 0; i < 64; ++i) {
         Result<BufferRef> b =
