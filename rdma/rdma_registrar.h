@@ -20,6 +20,10 @@ namespace smc::rdma
 class RdmaRegistrar final : public Registrar
 {
 public:
+    RdmaRegistrar() = default;
+    // Every link on `pd`: a link's own registrar, as a link group keeps one.
+    explicit RdmaRegistrar(const ProtectionDomain& pd) { links_.fill(pd); }
+
     void setLink(unsigned link, ProtectionDomain pd);
     void clearLink(unsigned link);
 

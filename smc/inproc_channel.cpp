@@ -82,6 +82,18 @@ Result<void> InprocChannel::send(std::span<const std::byte> message)
     return {};
 }
 
+Result<void> InprocChannel::write(const void* src, std::size_t length, std::uint32_t /*lkey*/,
+                                  std::uint64_t remoteAddr, std::uint32_t rkey)
+{
+    if (!writer_)
+        return Errc::NotSupported;
+    if (!isUp())
+        return std::make_error_code(std::errc::not_connected);
+    if (!writer_(rkey, remoteAddr, src, length))
+        return std::make_error_code(std::errc::permission_denied);
+    return {};
+}
+
 void InprocChannel::enqueue(std::vector<std::byte> bytes, std::chrono::milliseconds delay)
 {
     {

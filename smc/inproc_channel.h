@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -34,8 +35,16 @@ public:
 
     void start(Callbacks callbacks) override;
     Result<void> send(std::span<const std::byte> message) override;
+    Result<void> write(const void* src, std::size_t length, std::uint32_t lkey,
+                       std::uint64_t remoteAddr, std::uint32_t rkey) override;
     void shutdown() noexcept override;
     bool isUp() const noexcept override;
+
+    // What plays the NIC for write(): lands `n` bytes at `addr` if `rkey`
+    // covers them, else returns false (a remote access error).
+    using RemoteWriter =
+        std::function<bool(std::uint32_t rkey, std::uint64_t addr, const void* src, std::size_t n)>;
+    void setRemoteWriter(RemoteWriter writer) { writer_ = std::move(writer); }
 
     Faults& faults() noexcept { return faults_; }
     std::uint64_t delivered() const noexcept { return delivered_.load(); }
@@ -55,6 +64,7 @@ private:
     std::shared_ptr<Wire> wire_;
     Faults faults_;
     Callbacks callbacks_;
+    RemoteWriter writer_;
 
     std::mutex mutex_;
     std::condition_variable wake_;

@@ -4,6 +4,8 @@
 #include "smc/link_group.h"
 
 #include <algorithm>
+#include <cstring>
+#include <tuple>
 
 #include "pool/errors.h"
 
@@ -68,14 +70,13 @@ LinkGroup::LinkGroup(LinkGroupConfig config, LinkProvider& provider)
 {
 }
 
-Result<std::unique_ptr<LinkGroup>> LinkGroup::create(LinkGroupConfig config, Registrar& registrar,
-                                                     LinkProvider& provider)
+Result<std::unique_ptr<LinkGroup>> LinkGroup::create(LinkGroupConfig config, LinkProvider& provider)
 {
     if (config.maxConns < 16 || config.maxConns > 255 || config.maxLinks < 1 ||
         config.maxLinks > 2 || config.pool.tech != Tech::SmcR)
         return std::make_error_code(std::errc::invalid_argument);
     std::unique_ptr<LinkGroup> g(new LinkGroup(std::move(config), provider));
-    Result<std::unique_ptr<BufferPool>> pool = BufferPool::create(g->config_.pool, registrar);
+    Result<std::unique_ptr<BufferPool>> pool = BufferPool::create(g->config_.pool, g->registrar_);
     if (!pool)
         return pool.error();
     g->pool_ = std::move(*pool);
@@ -109,15 +110,49 @@ void LinkGroup::onTerminated(TerminationHandler handler)
 
 // --- Links -----------------------------------------------------------------
 
-void LinkGroup::attach(unsigned slot, NewLink link)
+std::error_code LinkGroup::SlotRegistrar::registerBuffer(BufferDesc& desc, unsigned link)
 {
-    (void)pool_->addLink(slot); // register every buffer on the new link
-    LlcChannel* channel = link.channel.get();
+    Registrar* r = slots_[link].load();
+    return r ? r->registerBuffer(desc, link) : make_error_code(Errc::NoSuchLink);
+}
+
+void LinkGroup::SlotRegistrar::unregisterBuffer(BufferDesc& desc, unsigned link) noexcept
+{
+    if (Registrar* r = slots_[link].load())
+        r->unregisterBuffer(desc, link);
+}
+
+std::error_code LinkGroup::SlotRegistrar::registerBuffers(std::span<BufferDesc* const> descs,
+                                                          unsigned link)
+{
+    Registrar* r = slots_[link].load();
+    return r ? r->registerBuffers(descs, link) : make_error_code(Errc::NoSuchLink);
+}
+
+// The link takes `slot` (state ACTIVATING) and every buffer is registered on
+// it; on failure the slot is left as it was.
+Result<void> LinkGroup::attach(unsigned slot, NewLink link)
+{
+    if (!link.channel || !link.registrar)
+        return std::make_error_code(std::errc::invalid_argument);
+    registrar_.set(slot, link.registrar.get());
+    if (Result<void> r = pool_->addLink(slot); !r) {
+        registrar_.set(slot, nullptr);
+        link.channel->shutdown();
+        return r;
+    }
+    std::shared_ptr<LlcChannel> channel = std::move(link.channel);
+    std::uint64_t epoch;
     {
         std::lock_guard lock(mutex_);
         Link& l = links_[slot];
         l.state = LinkState::Activating;
-        l.channel = std::move(link.channel);
+        l.channel = channel;
+        l.registrar = std::move(link.registrar);
+        l.local = link.local;
+        l.peer = {};
+        l.epoch = ++epochs_;
+        epoch = l.epoch;
         l.connections = 0;
         l.lastRx = std::chrono::steady_clock::now();
         l.testPending = false;
@@ -128,20 +163,25 @@ void LinkGroup::attach(unsigned slot, NewLink link)
             l.linkId = nextLinkId_;
         }
     }
-    channel->start({[this, slot](std::vector<std::byte> b) { onMessage(slot, std::move(b)); },
-                    [this, slot] { onDown(slot); }});
+    channel->start(
+        {[this, slot, epoch](std::vector<std::byte> b) { onMessage(slot, epoch, std::move(b)); },
+         [this, slot, epoch] { onDown(slot, epoch); }});
+    return {};
 }
 
 void LinkGroup::clearLink(unsigned slot)
 {
-    std::unique_ptr<LlcChannel> channel;
+    std::shared_ptr<LlcChannel> channel;
+    std::shared_ptr<Registrar> registrar;
     {
         std::lock_guard lock(mutex_);
         Link& l = links_[slot];
         if (l.state == LinkState::Unused)
             return;
         channel = std::move(l.channel);
+        registrar = std::move(l.registrar);
         l.state = LinkState::Unused;
+        l.epoch = 0; // its channel's last reports are ignored
         l.linkId = 0;
         l.connections = 0;
         setTypeLocked();
@@ -151,7 +191,8 @@ void LinkGroup::clearLink(unsigned slot)
         channel.reset(); // outside the lock: it joins its delivery thread
     }
     rtokens_.clearLink(slot);
-    (void)pool_->removeLink(slot);
+    (void)pool_->removeLink(slot); // every buffer unregistered from the link
+    registrar_.set(slot, nullptr);
 }
 
 std::optional<unsigned> LinkGroup::survivor(unsigned excluding) const
@@ -252,10 +293,12 @@ Result<Message> LinkGroup::exchange(unsigned sendSlot, const Message& m, unsigne
     return await(w, timeout);
 }
 
-void LinkGroup::onMessage(unsigned slot, std::vector<std::byte> bytes)
+void LinkGroup::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes)
 {
     Result<Message> decoded = llc::decode(bytes);
     std::unique_lock lock(mutex_);
+    if (links_[slot].epoch != epoch)
+        return; // a cleared link's channel, still draining
     ++stats_.messagesIn;
     links_[slot].lastRx = std::chrono::steady_clock::now();
     if (!decoded) {
@@ -318,12 +361,14 @@ void LinkGroup::onMessage(unsigned slot, std::vector<std::byte> bytes)
     }
 }
 
-void LinkGroup::onDown(unsigned slot)
+void LinkGroup::onDown(unsigned slot, std::uint64_t epoch)
 {
     std::lock_guard lock(mutex_);
+    if (links_[slot].epoch != epoch)
+        return;
     if (waiter_ && waiter_->slot == slot)
         waiter_->linkDown = true;
-    downs_.push_back(slot);
+    downs_.emplace_back(slot, epoch);
     changed_.notify_all();
 }
 
@@ -331,31 +376,37 @@ Result<void> LinkGroup::start(NewLink first)
 {
     if (!acquireFlow(Flow::FirstLink, config_.timeouts.flowStart))
         return gone();
-    const llc::Gid gid = first.gid;
-    const llc::Mac mac = first.mac;
-    const std::uint32_t qpn = first.qpn;
+    const LinkAddress local = first.local;
     // The client waits for the server's CONFIRM_LINK from the first byte on.
     Waiter firstWaiter{0, Type::ConfirmLink, false, std::nullopt, false};
     if (config_.role == Role::Client)
         arm(firstWaiter);
-    attach(0, std::move(first));
-    Result<void> result;
-    if (config_.role == Role::Server) {
+    Result<void> result = attach(0, std::move(first));
+    if (!result) {
+        std::lock_guard lock(mutex_);
+        waiter_ = nullptr;
+    } else if (config_.role == Role::Server) {
         std::uint8_t linkId;
         {
             std::lock_guard lock(mutex_);
             linkId = links_[0].linkId;
         }
-        llc::ConfirmLink c{mac,
-                           gid,
-                           qpn,
+        llc::ConfirmLink c{local.mac,
+                           local.gid,
+                           local.qpn,
                            linkId,
                            {},
                            static_cast<std::uint8_t>(config_.maxLinks),
                            static_cast<std::uint8_t>(config_.maxConns)};
         Result<Message> reply =
             exchange(0, {1, false, c}, 0, Type::ConfirmLink, true, config_.timeouts.firstLink);
-        result = reply ? Result<void>() : Result<void>(reply.error());
+        if (reply) {
+            const auto& r = std::get<llc::ConfirmLink>(reply->body);
+            std::lock_guard lock(mutex_);
+            links_[0].peer = {r.qpn, 0, r.gid, r.mac, local.mtu};
+        } else {
+            result = reply.error();
+        }
     } else {
         Result<Message> req = await(firstWaiter, config_.timeouts.firstLink);
         if (!req) {
@@ -365,10 +416,12 @@ Result<void> LinkGroup::start(NewLink first)
             {
                 std::lock_guard lock(mutex_);
                 links_[0].linkId = c.linkId; // the server numbers links
+                links_[0].peer = {c.qpn, 0, c.gid, c.mac, local.mtu};
             }
-            result =
-                send(0, {1, true,
-                         llc::ConfirmLink{mac, gid, qpn, c.linkId, {}, c.maxLinks, c.maxConns}});
+            result = send(
+                0, {1, true,
+                    llc::ConfirmLink{
+                        local.mac, local.gid, local.qpn, c.linkId, {}, c.maxLinks, c.maxConns}});
         }
     }
     if (result) {
@@ -426,8 +479,13 @@ Result<void> LinkGroup::addLink()
         releaseFlow();
         return made.error();
     }
-    const llc::AddLink offer{false, 0, made->mac, made->gid, made->qpn, 0, 3, 0, std::nullopt};
-    attach(*slot, std::move(*made));
+    const LinkAddress local = made->local;
+    const llc::AddLink offer{false, 0,         local.mac, local.gid,   local.qpn,
+                             0,     local.mtu, local.psn, std::nullopt};
+    if (Result<void> r = attach(*slot, std::move(*made)); !r) {
+        releaseFlow();
+        return r;
+    }
     auto fail = [&](std::error_code ec) {
         clearLink(*slot);
         releaseFlow();
@@ -442,8 +500,18 @@ Result<void> LinkGroup::addLink()
         exchange(*via, {1, false, req}, *via, Type::AddLink, true, config_.timeouts.wait);
     if (!resp)
         return fail(resp.error());
-    if (std::get<llc::AddLink>(resp->body).reject)
+    const auto& answer = std::get<llc::AddLink>(resp->body);
+    if (answer.reject)
         return fail(refused());
+    const LinkAddress far{answer.qpn, answer.psn, answer.gid, answer.mac, answer.mtu};
+    std::shared_ptr<LlcChannel> channel;
+    {
+        std::lock_guard lock(mutex_);
+        links_[*slot].peer = far;
+        channel = links_[*slot].channel;
+    }
+    if (Result<void> r = channel->connect(far); !r)
+        return fail(r.error());
 
     // v1 rkey exchange: alternate ADD_LINK_CONTs until both sides are done.
     const std::vector<llc::RkeyPair> mine = ownRkeys(*via, *slot);
@@ -465,9 +533,9 @@ Result<void> LinkGroup::addLink()
     } while (sent < mine.size() || peerLeft > 0);
 
     // CONFIRM_LINK travels on the new link itself.
-    llc::ConfirmLink conf{offer.mac,
-                          offer.gid,
-                          offer.qpn,
+    llc::ConfirmLink conf{local.mac,
+                          local.gid,
+                          local.qpn,
                           req.linkId,
                           {},
                           static_cast<std::uint8_t>(config_.maxLinks),
@@ -504,15 +572,19 @@ void LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
     }
     if (!slot || config_.maxLinks <= 1)
         return reject();
-    Result<NewLink> joined = provider_.join(req.qpn);
+    const LinkAddress peer{req.qpn, req.psn, req.gid, req.mac, req.mtu};
+    Result<NewLink> joined = provider_.join(peer);
     if (!joined)
         return reject();
-    const llc::AddLink mineOffer{false,      0,       joined->mac, joined->gid, joined->qpn,
-                                 req.linkId, req.mtu, 0,           std::nullopt};
-    attach(*slot, std::move(*joined));
+    const LinkAddress local = joined->local;
+    const llc::AddLink mineOffer{false,      0,         local.mac, local.gid,   local.qpn,
+                                 req.linkId, local.mtu, local.psn, std::nullopt};
+    if (!attach(*slot, std::move(*joined)))
+        return reject();
     {
         std::lock_guard lock(mutex_);
         links_[*slot].linkId = req.linkId;
+        links_[*slot].peer = peer;
     }
     // v1 rkey exchange: the server's ADD_LINK_CONT, ours in reply, until both
     // are done; then CONFIRM_LINK arrives on the new link.
@@ -701,9 +773,10 @@ void LinkGroup::worker()
             continue;
         }
         unsigned slot;
+        std::uint64_t epoch = 0;
         std::optional<Message> request;
         if (!downs_.empty()) {
-            slot = downs_.front();
+            std::tie(slot, epoch) = downs_.front();
             downs_.pop_front();
         } else if (!queue_.empty()) {
             slot = queue_.front().first;
@@ -716,9 +789,14 @@ void LinkGroup::worker()
         }
         lock.unlock();
         if (acquireFlow(request ? Flow::AddLink : Flow::DeleteLink, config_.timeouts.flowStart)) {
+            bool current;
+            {
+                std::lock_guard relock(mutex_);
+                current = links_[slot].epoch == epoch;
+            }
             if (request)
                 handleRequest(slot, *request);
-            else if (!terminated_)
+            else if (!terminated_ && current) // holding the flow, no link comes or goes
                 failover(slot, true);
             releaseFlow();
         }
@@ -745,7 +823,7 @@ void LinkGroup::keepalive()
             if (l.testPending) {
                 if (now - sentAt[s] >= config_.timeouts.wait) {
                     l.testPending = false; // a missed reply takes the link down
-                    downs_.push_back(s);
+                    downs_.emplace_back(s, l.epoch);
                     changed_.notify_all();
                 }
             } else if (now - l.lastRx >= interval && l.channel) {
@@ -908,6 +986,44 @@ Result<void> LinkGroup::closeConnection(Connection& conn)
     return r;
 }
 
+Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
+                              std::span<const std::byte> data)
+{
+    if (offset > conn.sndbuf->size() || data.size() > conn.sndbuf->size() - offset)
+        return Errc::InvalidSize;
+    if (!conn.peerRmb)
+        return Errc::NoSuchLink; // the handshake has not told us the peer's RMB
+    unsigned slot;
+    std::shared_ptr<LlcChannel> channel;
+    {
+        std::lock_guard lock(mutex_);
+        slot = conn.link;
+        if (links_[slot].state != LinkState::Active)
+            return gone();
+        channel = links_[slot].channel;
+    }
+    std::optional<RtokenTable::Rtoken> rt = rtokens_.get(*conn.peerRmb, slot);
+    if (!rt || rt->rkey == 0)
+        return gone(); // the peer's RMB is not (yet) known on this link
+    std::byte* src = conn.sndbuf->data() + offset;
+    std::memcpy(src, data.data(), data.size());
+    return channel->write(src, data.size(), conn.sndbuf->registration(slot).lkey,
+                          rt->vaddr + offset, rt->rkey);
+}
+
+Result<void> LinkGroup::breakLink(unsigned slot)
+{
+    std::shared_ptr<LlcChannel> channel;
+    {
+        std::lock_guard lock(mutex_);
+        if (slot >= kMaxLinks || links_[slot].state == LinkState::Unused)
+            return Errc::NoSuchLink;
+        channel = links_[slot].channel;
+    }
+    channel->shutdown();
+    return {};
+}
+
 // --- Observability -------------------------------------------------------------
 
 GroupType LinkGroup::type() const
@@ -922,7 +1038,8 @@ std::vector<LinkInfo> LinkGroup::links() const
     std::vector<LinkInfo> out;
     for (unsigned s = 0; s < kMaxLinks; ++s)
         if (links_[s].state != LinkState::Unused)
-            out.push_back({s, links_[s].linkId, links_[s].state, links_[s].connections});
+            out.push_back({s, links_[s].linkId, links_[s].state, links_[s].connections,
+                           links_[s].local, links_[s].peer});
     return out;
 }
 

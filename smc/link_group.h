@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,13 +41,13 @@ struct LlcTimeouts {
     std::chrono::milliseconds testLink{30000}; // TEST_LINK idle interval; 0 = off
 };
 
-// A link as the device side hands it over: its control channel and the
-// identity the peer needs (for RDMA: the QP number, GID and MAC).
+// A link as the device side hands it over: its control channel, the address
+// the peer needs (for RDMA: QP number, PSN, GID) and how buffers are
+// registered on it (for RDMA: memory regions on the link's own PD).
 struct NewLink {
     std::unique_ptr<LlcChannel> channel;
-    std::uint32_t qpn = 0;
-    llc::Gid gid{};
-    llc::Mac mac{};
+    LinkAddress local;
+    std::shared_ptr<Registrar> registrar;
 };
 
 // Makes links: an RC QP pair on RoCE, or an in-process pair in tests.
@@ -54,10 +55,11 @@ class LinkProvider
 {
 public:
     virtual ~LinkProvider() = default;
-    // Server: a new link whose far end the client will join by `qpn`.
+    // Server: a new link; it is connected (LlcChannel::connect) once the
+    // client's address comes back.
     virtual Result<NewLink> create() = 0;
-    // Client: the far end of the server's new link `peerQpn`.
-    virtual Result<NewLink> join(std::uint32_t peerQpn) = 0;
+    // Client: the far end of the server's new link at `peer`, connected.
+    virtual Result<NewLink> join(const LinkAddress& peer) = 0;
 };
 
 struct LinkGroupConfig {
@@ -82,6 +84,7 @@ struct LinkInfo {
     std::uint8_t linkId = 0;
     LinkState state = LinkState::Unused;
     unsigned connections = 0;
+    LinkAddress local, peer;
 };
 
 struct LinkGroupStats {
@@ -96,7 +99,8 @@ public:
     // protocol violation); the connections are dead by then.
     using TerminationHandler = std::function<void(std::string reason)>;
 
-    static Result<std::unique_ptr<LinkGroup>> create(LinkGroupConfig config, Registrar& registrar,
+    // The provider must outlive the group.
+    static Result<std::unique_ptr<LinkGroup>> create(LinkGroupConfig config,
                                                      LinkProvider& provider);
     ~LinkGroup();
 
@@ -122,6 +126,13 @@ public:
     Result<void> announceRmb(Connection& conn);
     // DELETE_RKEY to the peer, buffers back to the pool.
     Result<void> closeConnection(Connection& conn);
+    // The data path: copy `data` into the connection's sndbuf at `offset`
+    // and RDMA-WRITE it to the same offset of the peer's RMB over the link
+    // the connection rides now. A link that just failed gives not_connected:
+    // retry once failover has moved the connection.
+    Result<void> write(const Connection& conn, std::size_t offset, std::span<const std::byte> data);
+    // Break a link as a failing device would (tests, demos): failover follows.
+    Result<void> breakLink(unsigned slot);
 
     void onTerminated(TerminationHandler handler);
     bool terminated() const noexcept { return terminated_.load(); }
@@ -137,10 +148,29 @@ public:
     const SystemId& peer() const noexcept { return config_.peer; }
 
 private:
+    // The pool registers a buffer on slot s through link s's own registrar.
+    class SlotRegistrar final : public Registrar
+    {
+    public:
+        void set(unsigned slot, Registrar* r) noexcept { slots_[slot].store(r); }
+        std::error_code registerBuffer(BufferDesc& desc, unsigned link) override;
+        void unregisterBuffer(BufferDesc& desc, unsigned link) noexcept override;
+        std::error_code registerBuffers(std::span<BufferDesc* const> descs, unsigned link) override;
+
+    private:
+        std::array<std::atomic<Registrar*>, kMaxLinks> slots_{};
+    };
+
     struct Link {
         LinkState state = LinkState::Unused;
         std::uint8_t linkId = 0;
-        std::unique_ptr<LlcChannel> channel;
+        // Shared so the data path can write without holding the group lock.
+        std::shared_ptr<LlcChannel> channel;
+        std::shared_ptr<Registrar> registrar;
+        LinkAddress local, peer;
+        // Which attach of this slot a callback or a down belongs to: a slot
+        // is reused, and its old channel may still report.
+        std::uint64_t epoch = 0;
         unsigned connections = 0;
         std::chrono::steady_clock::time_point lastRx{};
         std::atomic<bool> testPending{false};
@@ -157,9 +187,9 @@ private:
 
     LinkGroup(LinkGroupConfig config, LinkProvider& provider);
 
-    void attach(unsigned slot, NewLink link);
-    void onMessage(unsigned slot, std::vector<std::byte> bytes);
-    void onDown(unsigned slot);
+    Result<void> attach(unsigned slot, NewLink link);
+    void onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes);
+    void onDown(unsigned slot, std::uint64_t epoch);
     Result<void> send(unsigned slot, const llc::Message& m);
     void arm(Waiter& w);
     Result<llc::Message> await(Waiter& w, std::chrono::milliseconds timeout);
@@ -183,6 +213,7 @@ private:
 
     LinkGroupConfig config_;
     LinkProvider& provider_;
+    SlotRegistrar registrar_; // outlives the pool
     std::unique_ptr<BufferPool> pool_;
     RtokenTable rtokens_;
 
@@ -195,8 +226,9 @@ private:
     GroupType type_ = GroupType::None;
     Flow flow_ = Flow::None;
     Waiter* waiter_ = nullptr;
-    std::deque<std::pair<unsigned, llc::Message>> queue_; // requests for the worker
-    std::deque<unsigned> downs_;                          // links to fail over
+    std::deque<std::pair<unsigned, llc::Message>> queue_;  // requests for the worker
+    std::deque<std::pair<unsigned, std::uint64_t>> downs_; // links to fail over (slot, epoch)
+    std::uint64_t epochs_ = 0;
     std::optional<std::pair<unsigned, llc::Message>> delayed_;
     std::optional<std::string> violation_; // a malformed message: terminate
     LinkGroupStats stats_;

@@ -7,9 +7,8 @@
 namespace smc
 {
 
-LinkGroupManager::LinkGroupManager(LinkGroupConfig defaults, Registrar& registrar,
-                                   LinkProvider& provider)
-    : defaults_(std::move(defaults)), registrar_(registrar), provider_(provider)
+LinkGroupManager::LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provider)
+    : defaults_(std::move(defaults)), provider_(provider)
 {
 }
 
@@ -27,7 +26,7 @@ Result<LinkGroup*> LinkGroupManager::create(Role role, const SystemId& peer)
     LinkGroupConfig config = defaults_;
     config.role = role;
     config.peer = peer;
-    Result<std::unique_ptr<LinkGroup>> g = LinkGroup::create(config, registrar_, provider_);
+    Result<std::unique_ptr<LinkGroup>> g = LinkGroup::create(config, provider_);
     if (!g)
         return g.error();
     std::lock_guard lock(mutex_);

@@ -14,9 +14,9 @@ namespace smc
 class LinkGroupManager
 {
 public:
-    // `defaults` gives every new group its limits and timeouts; the registrar
-    // and the link provider are borrowed and must outlive the manager.
-    LinkGroupManager(LinkGroupConfig defaults, Registrar& registrar, LinkProvider& provider);
+    // `defaults` gives every new group its limits and timeouts; the link
+    // provider is borrowed and must outlive the manager.
+    LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provider);
 
     // A live group with `peer` in `role` that takes one more connection
     // (Linux smc_conn_create: same peer system id and role, room under
@@ -30,7 +30,6 @@ public:
 
 private:
     LinkGroupConfig defaults_;
-    Registrar& registrar_;
     LinkProvider& provider_;
     mutable std::mutex mutex_;
     std::vector<std::unique_ptr<LinkGroup>> groups_;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// LlcChannel: one link's control-message channel, whatever carries it (RC QP, in-process pair).
+// LlcChannel: one link's control-message channel and data path, whatever carries it.
 #pragma once
 
 #include <cstddef>
@@ -7,10 +7,21 @@
 #include <span>
 #include <vector>
 
+#include "pool/errors.h"
 #include "pool/result.h"
+#include "smc/llc/llc_messages.h"
 
 namespace smc
 {
+
+// Where one end of a link is: what CLC and ADD_LINK carry.
+struct LinkAddress {
+    std::uint32_t qpn = 0;
+    std::uint32_t psn = 0; // 24 bits
+    llc::Gid gid{};
+    llc::Mac mac{};
+    std::uint8_t mtu = 3; // IB MTU enum (3 = 1024)
+};
 
 class LlcChannel
 {
@@ -23,10 +34,21 @@ public:
     };
 
     virtual ~LlcChannel() = default;
-    // Deliveries start; callbacks run on the channel's own thread.
+    // Deliveries start; callbacks run on the channel's own thread, never on
+    // a caller's, so a callback may send.
     virtual void start(Callbacks callbacks) = 0;
     virtual Result<void> send(std::span<const std::byte> message) = 0;
-    // Take the link down: both ends learn it.
+    // The end that offered the link learns the far end (ADD_LINK response).
+    virtual Result<void> connect(const LinkAddress& /*peer*/) { return {}; }
+    // RDMA WRITE `length` bytes at `src` (registered on this link under
+    // `lkey`) to the peer's `remoteAddr` under `rkey`.
+    virtual Result<void> write(const void* /*src*/, std::size_t /*length*/, std::uint32_t /*lkey*/,
+                               std::uint64_t /*remoteAddr*/, std::uint32_t /*rkey*/)
+    {
+        return Errc::NotSupported;
+    }
+    // Take the link down: this end reports onDown; the far end learns it
+    // when its transport does (in process at once, over RDMA by the LLC).
     virtual void shutdown() noexcept = 0;
     virtual bool isUp() const noexcept = 0;
 };

@@ -14,54 +14,6 @@
 namespace smc::test
 {
 
-class InprocFabric final : public LinkProvider
-{
-public:
-    Result<NewLink> create() override
-    {
-        auto [a, b] = InprocChannel::pair();
-        std::lock_guard lock(mutex_);
-        const std::uint32_t qpn = nextQpn_++;
-        channels_[qpn] = a.get();
-        channels_[qpn + 0x10000] = b.get();
-        parked_[qpn] = std::move(b);
-        return NewLink{std::move(a), qpn, gid(qpn), {}};
-    }
-    Result<NewLink> join(std::uint32_t peerQpn) override
-    {
-        std::lock_guard lock(mutex_);
-        auto it = parked_.find(peerQpn);
-        if (it == parked_.end())
-            return std::make_error_code(std::errc::no_such_device);
-        NewLink l{std::move(it->second), peerQpn + 0x10000, gid(peerQpn + 0x10000), {}};
-        parked_.erase(it);
-        return l;
-    }
-    // The server end of link `qpn` (its client end is qpn + 0x10000).
-    InprocChannel* channel(std::uint32_t qpn)
-    {
-        std::lock_guard lock(mutex_);
-        return channels_.at(qpn);
-    }
-    std::uint32_t lastQpn() const
-    {
-        std::lock_guard lock(mutex_);
-        return nextQpn_ - 1;
-    }
-
-private:
-    static llc::Gid gid(std::uint32_t qpn)
-    {
-        llc::Gid g{};
-        std::memcpy(g.data() + 12, &qpn, 4);
-        return g;
-    }
-    mutable std::mutex mutex_;
-    std::uint32_t nextQpn_ = 100;
-    std::map<std::uint32_t, std::unique_ptr<InprocChannel>> parked_;
-    std::map<std::uint32_t, InprocChannel*> channels_;
-};
-
 // Unique rkeys per (buffer, link); write() plays the NIC: it lands only
 // through a registered rkey, inside the registered range.
 class KeyRegistrar final : public Registrar
@@ -105,5 +57,75 @@ private:
     std::uint32_t nextKey_ = 0x1000;
     std::map<std::uint32_t, std::pair<std::byte*, std::size_t>> live_;
 };
+
+// Links between a server side (create) and a client side (join), each side
+// registering with its own KeyRegistrar; a link's write() lands through the
+// other side's registrar.
+class InprocFabric final : public LinkProvider
+{
+public:
+    InprocFabric(KeyRegistrar& server, KeyRegistrar& client) : server_(server), client_(client) {}
+
+    Result<NewLink> create() override
+    {
+        auto [a, b] = InprocChannel::pair();
+        connect(*a, client_);
+        connect(*b, server_);
+        std::lock_guard lock(mutex_);
+        const std::uint32_t qpn = nextQpn_++;
+        channels_[qpn] = a.get();
+        channels_[qpn + 0x10000] = b.get();
+        parked_[qpn] = std::move(b);
+        return NewLink{std::move(a), address(qpn), borrow(server_)};
+    }
+    Result<NewLink> join(const LinkAddress& peer) override
+    {
+        std::lock_guard lock(mutex_);
+        auto it = parked_.find(peer.qpn);
+        if (it == parked_.end())
+            return std::make_error_code(std::errc::no_such_device);
+        NewLink l{std::move(it->second), address(peer.qpn + 0x10000), borrow(client_)};
+        parked_.erase(it);
+        return l;
+    }
+    // The server end of link `qpn` (its client end is qpn + 0x10000).
+    InprocChannel* channel(std::uint32_t qpn)
+    {
+        std::lock_guard lock(mutex_);
+        return channels_.at(qpn);
+    }
+    std::uint32_t lastQpn() const
+    {
+        std::lock_guard lock(mutex_);
+        return nextQpn_ - 1;
+    }
+
+private:
+    static LinkAddress address(std::uint32_t qpn)
+    {
+        LinkAddress a;
+        a.qpn = qpn;
+        std::memcpy(a.gid.data() + 12, &qpn, 4);
+        return a;
+    }
+    static std::shared_ptr<Registrar> borrow(Registrar& r)
+    {
+        return {std::shared_ptr<void>(), &r}; // not owned: the test keeps it
+    }
+    static void connect(InprocChannel& end, KeyRegistrar& far);
+
+    KeyRegistrar& server_;
+    KeyRegistrar& client_;
+    mutable std::mutex mutex_;
+    std::uint32_t nextQpn_ = 100;
+    std::map<std::uint32_t, std::unique_ptr<InprocChannel>> parked_;
+    std::map<std::uint32_t, InprocChannel*> channels_;
+};
+
+inline void InprocFabric::connect(InprocChannel& end, KeyRegistrar& far)
+{
+    end.setRemoteWriter([&far](std::uint32_t rkey, std::uint64_t addr, const void* src,
+                               std::size_t n) { return far.write(rkey, addr, src, n); });
+}
 
 } // namespace smc::test

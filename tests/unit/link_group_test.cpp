@@ -4,6 +4,8 @@
 #include "smc/link_group.h"
 #include "smc/link_group_manager.h"
 
+#include <array>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -27,8 +29,8 @@ struct Side {
 };
 
 struct Pair {
-    test::InprocFabric fabric;
     Side server, client;
+    test::InprocFabric fabric{server.registrar, client.registrar};
 
     explicit Pair(unsigned maxLinks = 2, LlcTimeouts timeouts = fastTimeouts())
     {
@@ -36,9 +38,9 @@ struct Pair {
         config.maxLinks = maxLinks;
         config.timeouts = timeouts;
         config.role = Role::Server;
-        server.group = std::move(LinkGroup::create(config, server.registrar, fabric)).value();
+        server.group = std::move(LinkGroup::create(config, fabric)).value();
         config.role = Role::Client;
-        client.group = std::move(LinkGroup::create(config, client.registrar, fabric)).value();
+        client.group = std::move(LinkGroup::create(config, fabric)).value();
         for (Side* s : {&server, &client})
             s->group->onTerminated([s](std::string why) {
                 s->reason = why;
@@ -60,7 +62,7 @@ struct Pair {
     {
         Result<NewLink> first = fabric.create();
         ASSERT_TRUE(first);
-        Result<NewLink> far = fabric.join(first->qpn);
+        Result<NewLink> far = fabric.join(first->local);
         ASSERT_TRUE(far);
         auto client_ =
             std::async(std::launch::async, [&] { return client.group->start(std::move(*far)); });
@@ -128,15 +130,19 @@ struct Pair {
     }
 };
 
-// `from` writes into the peer RMB of its connection through the rtoken it
-// holds for the connection's current link: the in-process RDMA WRITE.
-bool writeToPeer(Side& from, const Connection& conn, Side& to, std::uint8_t value)
+// `from` writes into the peer RMB of its connection over the link the
+// connection rides now (LinkGroup::write: an in-process RDMA WRITE through
+// the rtoken), and the bytes must be in the peer connection's RMB.
+bool writeToPeer(Side& from, const Connection& conn, const Connection& peer, std::uint8_t value)
 {
-    std::optional<RtokenTable::Rtoken> rt = from.group->rtokens().get(*conn.peerRmb, conn.link);
-    if (!rt)
+    std::array<std::byte, 64> data;
+    data.fill(std::byte{value});
+    const std::size_t offset = 128u * value;
+    if (Result<void> r = from.group->write(conn, offset, data); !r) {
+        ADD_FAILURE() << "write: " << r.error().message();
         return false;
-    const std::byte data[64] = {std::byte{value}};
-    return to.registrar.write(rt->rkey, rt->vaddr, data, sizeof data);
+    }
+    return std::memcmp(peer.rmb->data() + offset, data.data(), data.size()) == 0;
 }
 
 TEST(LinkGroup, FirstLinkThenASecondSymmetricLink)
@@ -199,8 +205,8 @@ TEST(LinkGroup, ConnectionsSpreadAndSurviveALinkKill)
     for (const LinkInfo& l : p.server.group->links())
         EXPECT_EQ(l.connections, 5u) << "least loaded link first";
     for (auto [sc, cc] : conns) {
-        ASSERT_TRUE(writeToPeer(p.server, *sc, p.client, 1)) << "before";
-        ASSERT_TRUE(writeToPeer(p.client, *cc, p.server, 2));
+        ASSERT_TRUE(writeToPeer(p.server, *sc, *cc, 1)) << "before";
+        ASSERT_TRUE(writeToPeer(p.client, *cc, *sc, 2));
     }
 
     p.fabric.channel(p.fabric.lastQpn())->shutdown(); // the second link dies
@@ -210,10 +216,8 @@ TEST(LinkGroup, ConnectionsSpreadAndSurviveALinkKill)
     const unsigned survivor = p.server.group->links().front().slot;
     for (auto [sc, cc] : conns) {
         EXPECT_EQ(sc->link, survivor);
-        EXPECT_TRUE(writeToPeer(p.server, *sc, p.client, 3)) << "after failover";
-        EXPECT_TRUE(writeToPeer(p.client, *cc, p.server, 4));
-        EXPECT_EQ(cc->rmb.data()[0], std::byte{3});
-        EXPECT_EQ(sc->rmb.data()[0], std::byte{4});
+        EXPECT_TRUE(writeToPeer(p.server, *sc, *cc, 3)) << "after failover";
+        EXPECT_TRUE(writeToPeer(p.client, *cc, *sc, 4));
     }
     EXPECT_EQ(p.server.group->connectionCount(), 10u);
     EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
@@ -245,8 +249,8 @@ TEST(LinkGroup, OrderlyDeleteKeepsConnections)
     ASSERT_TRUE(Pair::eventually(
         [&] { return Pair::active(*p.server.group) == 1 && Pair::active(*p.client.group) == 1; }));
     for (auto [s, c] : {std::pair{sc, cc}, std::pair{sc2, cc2}}) {
-        EXPECT_TRUE(writeToPeer(p.server, *s, p.client, 9));
-        EXPECT_TRUE(writeToPeer(p.client, *c, p.server, 9));
+        EXPECT_TRUE(writeToPeer(p.server, *s, *c, 9));
+        EXPECT_TRUE(writeToPeer(p.client, *c, *s, 9));
     }
     EXPECT_EQ(p.server.group->deleteLink(2).error(), Errc::NoSuchLink);
 }
@@ -303,8 +307,8 @@ TEST(LinkGroup, RkeysFollowConnectionsAcrossLinkChanges)
     EXPECT_EQ(p.server.group->rtokens().used(), open.size());
     EXPECT_EQ(p.client.group->rtokens().used(), open.size());
     for (auto [sc, cc] : open) {
-        EXPECT_TRUE(writeToPeer(p.server, *sc, p.client, 5));
-        EXPECT_TRUE(writeToPeer(p.client, *cc, p.server, 6));
+        EXPECT_TRUE(writeToPeer(p.server, *sc, *cc, 5));
+        EXPECT_TRUE(writeToPeer(p.client, *cc, *sc, 6));
     }
 }
 
@@ -376,12 +380,12 @@ TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
 // the managers open a second one, as Linux does.
 TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
 {
-    test::InprocFabric fabric;
     test::KeyRegistrar serverKeys, clientKeys;
+    test::InprocFabric fabric(serverKeys, clientKeys);
     LinkGroupConfig defaults;
     defaults.maxLinks = 1;
     defaults.timeouts = Pair::fastTimeouts();
-    LinkGroupManager servers(defaults, serverKeys, fabric), clients(defaults, clientKeys, fabric);
+    LinkGroupManager servers(defaults, fabric), clients(defaults, fabric);
     const SystemId serverId{1}, clientId{2};
     std::vector<std::pair<Connection*, Connection*>> conns;
     for (int i = 0; i < 300; ++i) {
@@ -392,7 +396,7 @@ TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
             s = servers.create(Role::Server, clientId).value();
             c = clients.create(Role::Client, serverId).value();
             Result<NewLink> first = fabric.create();
-            Result<NewLink> far = fabric.join(first->qpn);
+            Result<NewLink> far = fabric.join(first->local);
             auto started =
                 std::async(std::launch::async, [&] { return c->start(std::move(*far)); });
             ASSERT_TRUE(s->start(std::move(*first)));

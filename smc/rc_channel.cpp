@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+// RcChannel: LLC messages over an RcLink with a delivery thread; RdmaLinkProvider: QP + PD links.
+#include "smc/rc_channel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "rdma/rdma_registrar.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+// How long a sender waits for a free send slot (Linux SMC_WR_TX_WAIT_FREE_SLOT_TIME).
+constexpr auto kSlotWait = 10s;
+// How long a data-path write waits for its completion.
+constexpr auto kWriteWait = 10s;
+
+} // namespace
+
+Result<std::unique_ptr<RcChannel>> RcChannel::create(const rdma::Context& context,
+                                                     const rdma::ProtectionDomain& pd,
+                                                     rdma::LinkConfig config)
+{
+    std::unique_ptr<RcChannel> c(new RcChannel());
+    Result<std::unique_ptr<rdma::RcLink>> link =
+        rdma::RcLink::create(context, pd, config,
+                             {[p = c.get()](const rdma::ControlMessage& m) { p->push(m); },
+                              [p = c.get()](std::error_code) { p->push(std::nullopt); }});
+    if (!link)
+        return link.error();
+    c->link_ = std::move(*link);
+    c->thread_ = std::thread([p = c.get()] { p->run(); });
+    return c;
+}
+
+RcChannel::~RcChannel()
+{
+    link_.reset(); // joins the completion thread: nothing is pushed after this
+    {
+        std::lock_guard lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable())
+        thread_.join();
+}
+
+LinkAddress RcChannel::address() const noexcept
+{
+    const rdma::Endpoint e = link_->local();
+    return {e.qpn, e.psn, e.gid, {}, static_cast<std::uint8_t>(e.mtu)};
+}
+
+void RcChannel::start(Callbacks callbacks)
+{
+    {
+        std::lock_guard lock(mutex_);
+        callbacks_ = std::move(callbacks);
+        started_ = true; // what arrived before is delivered now, in order
+    }
+    wake_.notify_all();
+}
+
+void RcChannel::push(std::optional<rdma::ControlMessage> message)
+{
+    {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(message);
+    }
+    wake_.notify_all();
+}
+
+void RcChannel::run()
+{
+    std::unique_lock lock(mutex_);
+    bool down = false;
+    for (;;) {
+        wake_.wait(lock, [&] { return stop_ || (started_ && !queue_.empty()); });
+        if (stop_)
+            return;
+        std::optional<rdma::ControlMessage> item = queue_.front();
+        queue_.pop_front();
+        if (down)
+            continue; // a dead link delivers nothing more
+        down = !item.has_value();
+        lock.unlock();
+        if (item && callbacks_.onMessage)
+            callbacks_.onMessage({item->begin(), item->end()});
+        else if (!item && callbacks_.onDown)
+            callbacks_.onDown();
+        lock.lock();
+    }
+}
+
+Result<void> RcChannel::send(std::span<const std::byte> message)
+{
+    if (message.size() > rdma::kMessageSize)
+        return Errc::InvalidSize; // v2 messages over 44 bytes need the v2 buffers
+    rdma::ControlMessage m{};
+    std::copy(message.begin(), message.end(), m.begin());
+    return link_->send(m, kSlotWait);
+}
+
+Result<void> RcChannel::connect(const LinkAddress& peer)
+{
+    rdma::Endpoint e;
+    e.qpn = peer.qpn;
+    e.psn = peer.psn;
+    e.gid = peer.gid;
+    e.mtu = static_cast<ibv_mtu>(std::clamp<int>(peer.mtu, IBV_MTU_256, IBV_MTU_4096));
+    return link_->connect(e);
+}
+
+Result<void> RcChannel::write(const void* src, std::size_t length, std::uint32_t lkey,
+                              std::uint64_t remoteAddr, std::uint32_t rkey)
+{
+    return link_->rdmaWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait);
+}
+
+void RcChannel::shutdown() noexcept
+{
+    (void)link_->forceError();
+}
+
+bool RcChannel::isUp() const noexcept
+{
+    return !link_->isDown();
+}
+
+RdmaLinkProvider::RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config)
+    : context_(std::move(context)), config_(config)
+{
+}
+
+Result<NewLink> RdmaLinkProvider::create()
+{
+    Result<rdma::ProtectionDomain> pd = rdma::ProtectionDomain::create(context_);
+    if (!pd)
+        return pd.error();
+    Result<std::unique_ptr<RcChannel>> channel = RcChannel::create(context_, *pd, config_);
+    if (!channel)
+        return channel.error();
+    const LinkAddress local = (*channel)->address();
+    return NewLink{std::move(*channel), local, std::make_shared<rdma::RdmaRegistrar>(*pd)};
+}
+
+Result<NewLink> RdmaLinkProvider::join(const LinkAddress& peer)
+{
+    Result<NewLink> link = create();
+    if (!link)
+        return link;
+    if (Result<void> r = link->channel->connect(peer); !r)
+        return r.error();
+    return link;
+}
+
+} // namespace smc
