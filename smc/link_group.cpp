@@ -232,12 +232,15 @@ void LinkGroup::setTypeLocked()
 Result<void> LinkGroup::send(unsigned slot, const Message& m)
 {
     const std::vector<std::byte> wire = llc::encode(m);
-    std::lock_guard lock(mutex_);
-    Link& l = links_[slot];
-    if (!l.channel)
-        return gone();
-    ++stats_.messagesOut;
-    return l.channel->send(wire);
+    std::shared_ptr<LlcChannel> channel;
+    {
+        std::lock_guard lock(mutex_);
+        channel = links_[slot].channel;
+        if (!channel)
+            return gone();
+        ++stats_.messagesOut;
+    }
+    return channel->send(wire); // may wait for a send slot: not under the lock
 }
 
 bool LinkGroup::acquireFlow(Flow flow, std::chrono::milliseconds timeout)
@@ -816,6 +819,7 @@ void LinkGroup::keepalive()
         if (stopping_ || interval.count() == 0 || terminated_)
             continue;
         const auto now = std::chrono::steady_clock::now();
+        std::vector<std::shared_ptr<LlcChannel>> probe;
         for (unsigned s = 0; s < kMaxLinks; ++s) {
             Link& l = links_[s];
             if (l.state != LinkState::Active)
@@ -830,8 +834,14 @@ void LinkGroup::keepalive()
                 l.testPending = true;
                 sentAt[s] = now;
                 ++stats_.messagesOut;
-                (void)l.channel->send(llc::encode({1, false, llc::TestLink{}}));
+                probe.push_back(l.channel);
             }
+        }
+        if (!probe.empty()) {
+            lock.unlock(); // a send may wait for a slot
+            for (const auto& channel : probe)
+                (void)channel->send(llc::encode({1, false, llc::TestLink{}}));
+            lock.lock();
         }
     }
 }

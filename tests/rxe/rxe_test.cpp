@@ -306,17 +306,3 @@ TEST_F(Rxe, BulkRegistrationOnANewLinkWhileTwoThreadsAcquireRelease)
 
 } // namespace
 } // namespace smc::rdma
-
-int main(int argc, char** argv)
-{
-    ::testing::InitGoogleTest(&argc, argv);
-    smc::Result<smc::rdma::Context> probe = smc::rdma::Context::open(smc::rdma::deviceName());
-    if (!probe) {
-        const bool required = std::getenv("SMC_RXE_GUEST") != nullptr;
-        std::fprintf(stderr, "%s: no RDMA device: %s\n", required ? "FAIL" : "SKIP",
-                     probe.error().message().c_str());
-        return required ? 1 : 77; // 77: meson counts it as skipped
-    }
-    std::printf("RDMA device: %s\n", probe->name().c_str());
-    return RUN_ALL_TESTS();
-}

@@ -4,14 +4,13 @@
 #include "smc/link_group.h"
 #include "smc/link_group_manager.h"
 
-#include <array>
-#include <cstring>
 #include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "tests/libtest/inproc_fabric.h"
+#include "tests/libtest/link_groups.h"
 
 namespace smc
 {
@@ -72,85 +71,21 @@ struct Pair {
         ASSERT_TRUE(c) << c.error().message();
     }
 
-    // What the handshake does for one connection: both RMBs known on the
-    // server's link (CLC), then CONFIRM_RKEY for the other links. A handshake
-    // does not interleave with link changes (Linux serialises them with its
-    // LGR-pending locks and LLC flows); `handshake` stands for that.
+    // Handshakes do not interleave with link changes (see test::handshake).
     std::mutex handshake;
     std::pair<Connection*, Connection*> connect()
     {
         std::lock_guard serialised(handshake);
-        Result<Connection*> s = server.group->openConnection(65536, 65536);
-        EXPECT_TRUE(s) << s.error().message();
-        if (!s)
-            return {};
-        Connection* sc = *s;
-        const std::uint8_t linkId = idOf(*server.group, sc->link);
-        Result<Connection*> c = client.group->openConnection(65536, 65536, linkId);
-        EXPECT_TRUE(c) << c.error().message();
-        if (!c)
-            return {};
-        Connection* cc = *c;
-        const RtokenTable::Rtoken sr{sc->rmb->registration(sc->link).rkey,
-                                     sc->rmb->registration(sc->link).addr};
-        const RtokenTable::Rtoken cr{cc->rmb->registration(cc->link).rkey,
-                                     cc->rmb->registration(cc->link).addr};
-        EXPECT_TRUE(server.group->peerRmbKnown(*sc, sc->link, cr));
-        EXPECT_TRUE(client.group->peerRmbKnown(*cc, cc->link, sr));
-        Result<void> sa = server.group->announceRmb(*sc);
-        EXPECT_TRUE(sa) << "server CONFIRM_RKEY: " << sa.error().message();
-        Result<void> ca = client.group->announceRmb(*cc);
-        EXPECT_TRUE(ca) << "client CONFIRM_RKEY: " << ca.error().message();
-        return {sc, cc};
-    }
-
-    static std::uint8_t idOf(const LinkGroup& g, unsigned slot)
-    {
-        for (const LinkInfo& l : g.links())
-            if (l.slot == slot)
-                return l.linkId;
-        return 0;
-    }
-    static unsigned active(const LinkGroup& g)
-    {
-        unsigned n = 0;
-        for (const LinkInfo& l : g.links())
-            n += l.state == LinkState::Active;
-        return n;
-    }
-    template <typename F> static bool eventually(F f, std::chrono::milliseconds limit = 5s)
-    {
-        const auto end = std::chrono::steady_clock::now() + limit;
-        while (!f()) {
-            if (std::chrono::steady_clock::now() > end)
-                return false;
-            std::this_thread::sleep_for(5ms);
-        }
-        return true;
+        return test::handshake(*server.group, *client.group);
     }
 };
-
-// `from` writes into the peer RMB of its connection over the link the
-// connection rides now (LinkGroup::write: an in-process RDMA WRITE through
-// the rtoken), and the bytes must be in the peer connection's RMB.
-bool writeToPeer(Side& from, const Connection& conn, const Connection& peer, std::uint8_t value)
-{
-    std::array<std::byte, 64> data;
-    data.fill(std::byte{value});
-    const std::size_t offset = 128u * value;
-    if (Result<void> r = from.group->write(conn, offset, data); !r) {
-        ADD_FAILURE() << "write: " << r.error().message();
-        return false;
-    }
-    return std::memcmp(peer.rmb->data() + offset, data.data(), data.size()) == 0;
-}
 
 TEST(LinkGroup, FirstLinkThenASecondSymmetricLink)
 {
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
-    EXPECT_EQ(Pair::active(*p.server.group), 2u);
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
+    EXPECT_EQ(test::activeLinks(*p.server.group), 2u);
     EXPECT_EQ(p.server.group->type(), GroupType::Symmetric);
     EXPECT_EQ(p.client.group->type(), GroupType::Symmetric);
     std::vector<std::uint8_t> sIds, cIds;
@@ -165,59 +100,48 @@ TEST(LinkGroup, AddLinkExchangesEveryRmbsRkeys)
 {
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
     // Back to one link, open connections, then add a link: ADD_LINK_CONT
     // must carry all of them (more than two per message, both directions).
     const unsigned second = p.server.group->links().back().slot;
     ASSERT_TRUE(p.server.group->deleteLink(second));
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 1; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 1; }));
     std::vector<std::pair<Connection*, Connection*>> conns;
     for (int i = 0; i < 7; ++i)
         conns.push_back(p.connect());
     ASSERT_TRUE(p.server.group->addLink());
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
 
     // Every peer RMB is reachable on both links, on both sides, with the
     // rkeys its owner registered there: the rtoken tables agree.
-    for (auto [sc, cc] : conns) {
-        for (const LinkInfo& sl : p.server.group->links()) {
-            unsigned cslot = 0;
-            for (const LinkInfo& cl : p.client.group->links())
-                if (cl.linkId == sl.linkId)
-                    cslot = cl.slot;
-            auto atServer = p.server.group->rtokens().get(*sc->peerRmb, sl.slot);
-            auto atClient = p.client.group->rtokens().get(*cc->peerRmb, cslot);
-            ASSERT_TRUE(atServer && atClient) << "link " << int(sl.linkId);
-            EXPECT_EQ(atServer->rkey, cc->rmb->registration(cslot).rkey);
-            EXPECT_EQ(atClient->rkey, sc->rmb->registration(sl.slot).rkey);
-        }
-    }
+    test::expectRtokensAgree(*p.server.group, *p.client.group, conns);
 }
 
 TEST(LinkGroup, ConnectionsSpreadAndSurviveALinkKill)
 {
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
     std::vector<std::pair<Connection*, Connection*>> conns;
     for (int i = 0; i < 10; ++i)
         conns.push_back(p.connect());
     for (const LinkInfo& l : p.server.group->links())
         EXPECT_EQ(l.connections, 5u) << "least loaded link first";
     for (auto [sc, cc] : conns) {
-        ASSERT_TRUE(writeToPeer(p.server, *sc, *cc, 1)) << "before";
-        ASSERT_TRUE(writeToPeer(p.client, *cc, *sc, 2));
+        ASSERT_TRUE(test::writeToPeer(*p.server.group, *sc, *cc, 1)) << "before";
+        ASSERT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 2));
     }
 
     p.fabric.channel(p.fabric.lastQpn())->shutdown(); // the second link dies
-    ASSERT_TRUE(Pair::eventually(
-        [&] { return Pair::active(*p.server.group) == 1 && Pair::active(*p.client.group) == 1; }));
+    ASSERT_TRUE(test::eventually([&] {
+        return test::activeLinks(*p.server.group) == 1 && test::activeLinks(*p.client.group) == 1;
+    }));
     EXPECT_EQ(p.server.group->type(), GroupType::Single);
     const unsigned survivor = p.server.group->links().front().slot;
     for (auto [sc, cc] : conns) {
         EXPECT_EQ(sc->link, survivor);
-        EXPECT_TRUE(writeToPeer(p.server, *sc, *cc, 3)) << "after failover";
-        EXPECT_TRUE(writeToPeer(p.client, *cc, *sc, 4));
+        EXPECT_TRUE(test::writeToPeer(*p.server.group, *sc, *cc, 3)) << "after failover";
+        EXPECT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 4));
     }
     EXPECT_EQ(p.server.group->connectionCount(), 10u);
     EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
@@ -230,7 +154,7 @@ TEST(LinkGroup, LastLinkGoneTerminatesAndReleasesEverything)
     for (int i = 0; i < 3; ++i)
         p.connect();
     p.fabric.channel(p.fabric.lastQpn())->shutdown();
-    ASSERT_TRUE(Pair::eventually(
+    ASSERT_TRUE(test::eventually(
         [&] { return p.server.terminations.load() == 1 && p.client.terminations.load() == 1; }));
     EXPECT_EQ(p.server.group->connectionCount(), 0u);
     EXPECT_EQ(p.server.group->pool().stats().rmb.inUseBytes, 0) << "every buffer back";
@@ -242,15 +166,16 @@ TEST(LinkGroup, OrderlyDeleteKeepsConnections)
 {
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
     auto [sc, cc] = p.connect();
     auto [sc2, cc2] = p.connect();
     ASSERT_TRUE(p.client.group->deleteLink(cc->link)) << "either side may delete";
-    ASSERT_TRUE(Pair::eventually(
-        [&] { return Pair::active(*p.server.group) == 1 && Pair::active(*p.client.group) == 1; }));
+    ASSERT_TRUE(test::eventually([&] {
+        return test::activeLinks(*p.server.group) == 1 && test::activeLinks(*p.client.group) == 1;
+    }));
     for (auto [s, c] : {std::pair{sc, cc}, std::pair{sc2, cc2}}) {
-        EXPECT_TRUE(writeToPeer(p.server, *s, *c, 9));
-        EXPECT_TRUE(writeToPeer(p.client, *c, *s, 9));
+        EXPECT_TRUE(test::writeToPeer(*p.server.group, *s, *c, 9));
+        EXPECT_TRUE(test::writeToPeer(*p.client.group, *c, *s, 9));
     }
     EXPECT_EQ(p.server.group->deleteLink(2).error(), Errc::NoSuchLink);
 }
@@ -262,12 +187,12 @@ TEST(LinkGroup, MissedTestLinkTakesTheLinkDown)
     t.wait = 300ms;
     Pair p(2, t);
     ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
     p.connect();
     // The client's end of the second link stops answering (and sending).
     p.fabric.channel(p.fabric.lastQpn() + 0x10000)->faults().drop = 1 << 30;
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.server.group) == 1; }));
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 1; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.server.group) == 1; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 1; }));
     EXPECT_EQ(p.server.terminations.load(), 0);
     EXPECT_GE(p.server.group->stats().failovers, 1u);
 }
@@ -279,7 +204,7 @@ TEST(LinkGroup, RkeysFollowConnectionsAcrossLinkChanges)
 {
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
     std::vector<std::pair<Connection*, Connection*>> open;
     for (int i = 0; i < 24; ++i) {
         auto pair = p.connect();
@@ -298,8 +223,8 @@ TEST(LinkGroup, RkeysFollowConnectionsAcrossLinkChanges)
             else
                 ASSERT_TRUE(p.server.group->addLink());
             const unsigned want = links.size() == 2 ? 1 : 2;
-            ASSERT_TRUE(Pair::eventually([&] {
-                return Pair::active(*p.client.group) == want &&
+            ASSERT_TRUE(test::eventually([&] {
+                return test::activeLinks(*p.client.group) == want &&
                        p.client.group->links().size() == want;
             }));
         }
@@ -307,8 +232,8 @@ TEST(LinkGroup, RkeysFollowConnectionsAcrossLinkChanges)
     EXPECT_EQ(p.server.group->rtokens().used(), open.size());
     EXPECT_EQ(p.client.group->rtokens().used(), open.size());
     for (auto [sc, cc] : open) {
-        EXPECT_TRUE(writeToPeer(p.server, *sc, *cc, 5));
-        EXPECT_TRUE(writeToPeer(p.client, *cc, *sc, 6));
+        EXPECT_TRUE(test::writeToPeer(*p.server.group, *sc, *cc, 5));
+        EXPECT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 6));
     }
 }
 
@@ -321,7 +246,7 @@ TEST(LinkGroup, MalformedMessageTerminatesWithAReason)
     // Any next message from the server: a TEST_LINK exchange will do.
     auto [sc, cc] = p.connect(); // CONFIRM_RKEY is not sent on one link; close sends DELETE_RKEY
     (void)p.server.group->closeConnection(*sc);
-    ASSERT_TRUE(Pair::eventually([&] { return p.client.terminations.load() == 1; }));
+    ASSERT_TRUE(test::eventually([&] { return p.client.terminations.load() == 1; }));
     EXPECT_NE(p.client.reason.find("protocol violation"), std::string::npos) << p.client.reason;
     (void)cc;
 }
@@ -333,11 +258,11 @@ TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
     for (int fault = 0; fault < 4; ++fault) {
         Pair p(2);
         ASSERT_NO_FATAL_FAILURE(p.start());
-        ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 2; }));
+        ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
         for (int i = 0; i < 3; ++i)
             p.connect();
         ASSERT_TRUE(p.server.group->deleteLink(p.server.group->links().back().slot));
-        ASSERT_TRUE(Pair::eventually([&] { return Pair::active(*p.client.group) == 1; }));
+        ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 1; }));
         Faults& f = p.fabric.channel(100)->faults(); // the first link carries the flow
         switch (fault) {
         case 0:
@@ -358,14 +283,14 @@ TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
         f.delayMs = 0;
         EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "fault " << fault;
         // Settled: both sides agree (or the group is gone on both sides).
-        ASSERT_TRUE(Pair::eventually(
+        ASSERT_TRUE(test::eventually(
             [&] {
                 // The handler runs once everything is released.
                 if (p.server.group->terminated() || p.client.group->terminated())
                     return p.server.terminations.load() == 1 && p.client.terminations.load() == 1;
-                return Pair::active(*p.server.group) == Pair::active(*p.client.group) &&
-                       p.server.group->links().size() == Pair::active(*p.server.group) &&
-                       p.client.group->links().size() == Pair::active(*p.client.group);
+                return test::activeLinks(*p.server.group) == test::activeLinks(*p.client.group) &&
+                       p.server.group->links().size() == test::activeLinks(*p.server.group) &&
+                       p.client.group->links().size() == test::activeLinks(*p.client.group);
             },
             10s))
             << "fault " << fault;

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+// Helpers for tests with a server and a client LinkGroup: the handshake, link lookups, polling.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <gtest/gtest.h>
+
+#include "smc/link_group.h"
+
+namespace smc::test
+{
+
+inline std::uint8_t linkIdOf(const LinkGroup& g, unsigned slot)
+{
+    for (const LinkInfo& l : g.links())
+        if (l.slot == slot)
+            return l.linkId;
+    return 0;
+}
+
+inline std::optional<unsigned> slotOfId(const LinkGroup& g, std::uint8_t linkId)
+{
+    for (const LinkInfo& l : g.links())
+        if (l.linkId == linkId)
+            return l.slot;
+    return std::nullopt;
+}
+
+inline unsigned activeLinks(const LinkGroup& g)
+{
+    unsigned n = 0;
+    for (const LinkInfo& l : g.links())
+        n += l.state == LinkState::Active;
+    return n;
+}
+
+template <typename F>
+bool eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(5))
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!f()) {
+        if (std::chrono::steady_clock::now() > end)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+}
+
+// What the CLC handshake does for one connection: both RMBs become known on
+// the server's link, then CONFIRM_RKEY tells each peer the other links.
+// Callers keep handshakes apart from link changes (Linux serialises them with
+// its LGR-pending locks and LLC flows).
+inline std::pair<Connection*, Connection*> handshake(LinkGroup& server, LinkGroup& client,
+                                                     std::size_t bytes = 65536)
+{
+    Result<Connection*> s = server.openConnection(bytes, bytes);
+    EXPECT_TRUE(s) << s.error().message();
+    if (!s)
+        return {};
+    Connection* sc = *s;
+    Result<Connection*> c = client.openConnection(bytes, bytes, linkIdOf(server, sc->link));
+    EXPECT_TRUE(c) << c.error().message();
+    if (!c)
+        return {};
+    Connection* cc = *c;
+    const RtokenTable::Rtoken sr{sc->rmb->registration(sc->link).rkey,
+                                 sc->rmb->registration(sc->link).addr};
+    const RtokenTable::Rtoken cr{cc->rmb->registration(cc->link).rkey,
+                                 cc->rmb->registration(cc->link).addr};
+    EXPECT_TRUE(server.peerRmbKnown(*sc, sc->link, cr));
+    EXPECT_TRUE(client.peerRmbKnown(*cc, cc->link, sr));
+    Result<void> sa = server.announceRmb(*sc);
+    EXPECT_TRUE(sa) << "server CONFIRM_RKEY: " << sa.error().message();
+    Result<void> ca = client.announceRmb(*cc);
+    EXPECT_TRUE(ca) << "client CONFIRM_RKEY: " << ca.error().message();
+    return {sc, cc};
+}
+
+// `from` writes 64 bytes of `value` into the peer RMB of `conn` over the link
+// the connection rides now (LinkGroup::write); they must arrive in `peer`'s
+// RMB, the far end of the same connection.
+inline bool writeToPeer(LinkGroup& from, const Connection& conn, const Connection& peer,
+                        std::uint8_t value)
+{
+    std::array<std::byte, 64> data;
+    data.fill(std::byte{value});
+    const std::size_t offset = 128u * value;
+    if (Result<void> r = from.write(conn, offset, data); !r) {
+        ADD_FAILURE() << "write on link slot " << conn.link << ": " << r.error().message();
+        return false;
+    }
+    return std::memcmp(peer.rmb->data() + offset, data.data(), data.size()) == 0;
+}
+
+// Both sides hold, for every connection and every link they share, the rkey
+// the peer registered its RMB with on that link.
+inline void expectRtokensAgree(const LinkGroup& server, const LinkGroup& client,
+                               const std::vector<std::pair<Connection*, Connection*>>& conns)
+{
+    for (auto [sc, cc] : conns) {
+        for (const LinkInfo& sl : server.links()) {
+            std::optional<unsigned> cslot = slotOfId(client, sl.linkId);
+            ASSERT_TRUE(cslot) << "link " << int(sl.linkId) << " only at the server";
+            auto atServer = server.rtokens().get(*sc->peerRmb, sl.slot);
+            auto atClient = client.rtokens().get(*cc->peerRmb, *cslot);
+            ASSERT_TRUE(atServer && atClient) << "link " << int(sl.linkId);
+            EXPECT_EQ(atServer->rkey, cc->rmb->registration(*cslot).rkey);
+            EXPECT_EQ(atClient->rkey, sc->rmb->registration(sl.slot).rkey);
+        }
+    }
+}
+
+} // namespace smc::test

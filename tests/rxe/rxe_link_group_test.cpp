@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+// Link groups on real queue pairs: first link, ADD_LINK with real rkeys, a link killed,
+// failover, re-add, orderly delete and termination, proven by RDMA WRITEs into peer RMBs.
+#include <atomic>
+#include <cstdlib>
+#include <future>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "smc/rc_channel.h"
+#include "tests/libtest/link_groups.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+using Conns = std::vector<std::pair<Connection*, Connection*>>;
+
+struct Side {
+    std::atomic<int> terminations{0};
+    std::unique_ptr<LinkGroup> group;
+};
+
+class RxeLinkGroups : public ::testing::Test
+{
+protected:
+    void SetUp() override
+    {
+        const char* name = std::getenv("SMC_RDMA_DEVICE");
+        Result<rdma::Context> context = rdma::Context::open(name ? name : "");
+        ASSERT_TRUE(context) << context.error().message();
+        provider = std::make_unique<RdmaLinkProvider>(std::move(*context));
+        LinkGroupConfig config;
+        config.maxLinks = 2;
+        // A TCG guest is slow; the flows are not.
+        config.timeouts.firstLink = 20s;
+        config.timeouts.wait = 10s;
+        config.timeouts.testLink = 0ms;
+        config.role = Role::Server;
+        server.group = std::move(LinkGroup::create(config, *provider)).value();
+        config.role = Role::Client;
+        client.group = std::move(LinkGroup::create(config, *provider)).value();
+        for (Side* s : {&server, &client})
+            s->group->onTerminated([s](const std::string&) { ++s->terminations; });
+
+        // The first link, as CLC would set it up: QPs connected both ways.
+        Result<NewLink> first = provider->create();
+        ASSERT_TRUE(first) << first.error().message();
+        Result<NewLink> far = provider->join(first->local);
+        ASSERT_TRUE(far) << far.error().message();
+        ASSERT_TRUE(first->channel->connect(far->local));
+        auto clientStarted =
+            std::async(std::launch::async, [&] { return client.group->start(std::move(*far)); });
+        Result<void> s = server.group->start(std::move(*first));
+        Result<void> c = clientStarted.get();
+        ASSERT_TRUE(s) << "server: " << s.error().message();
+        ASSERT_TRUE(c) << "client: " << c.error().message();
+        ASSERT_TRUE(bothActive(2)) << "the server adds the second link after the first";
+    }
+
+    void TearDown() override
+    {
+        // Groups first: their links' QPs and MRs go before the device does.
+        client.group.reset();
+        server.group.reset();
+    }
+
+    bool bothActive(unsigned n)
+    {
+        return test::eventually(
+            [&] {
+                return test::activeLinks(*server.group) == n &&
+                       test::activeLinks(*client.group) == n && server.group->links().size() == n &&
+                       client.group->links().size() == n;
+            },
+            30s);
+    }
+
+    // Every connection writes both ways; the bytes must be in the peer RMB.
+    void writeAll(const Conns& conns, std::uint8_t value)
+    {
+        for (auto [sc, cc] : conns) {
+            EXPECT_TRUE(test::writeToPeer(*server.group, *sc, *cc, value));
+            EXPECT_TRUE(test::writeToPeer(*client.group, *cc, *sc, value + 1));
+        }
+    }
+
+    std::unique_ptr<RdmaLinkProvider> provider;
+    Side server, client;
+};
+
+TEST_F(RxeLinkGroups, AddKillFailoverReAddWithRdmaWrites)
+{
+    // The links are real QPs: the peer addresses came over the LLC.
+    for (const LinkInfo& l : server.group->links()) {
+        for (const LinkInfo& cl : client.group->links()) {
+            if (cl.linkId != l.linkId)
+                continue;
+            EXPECT_EQ(l.peer.qpn, cl.local.qpn);
+            EXPECT_EQ(cl.peer.qpn, l.local.qpn);
+            EXPECT_EQ(l.peer.gid, cl.local.gid);
+        }
+    }
+
+    Conns conns;
+    for (int i = 0; i < 6; ++i)
+        conns.push_back(test::handshake(*server.group, *client.group));
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    test::expectRtokensAgree(*server.group, *client.group, conns);
+    for (const LinkInfo& l : server.group->links())
+        EXPECT_EQ(l.connections, 3u) << "least loaded link first";
+    writeAll(conns, 1);
+
+    // Kill the second link's QP at the server: failover moves its connections,
+    // DELETE_LINK on the survivor tells the client.
+    const unsigned killed = server.group->links().back().slot;
+    ASSERT_TRUE(server.group->breakLink(killed));
+    ASSERT_TRUE(bothActive(1));
+    EXPECT_EQ(server.group->type(), GroupType::Single);
+    EXPECT_EQ(client.group->type(), GroupType::Single);
+    const unsigned survivor = server.group->links().front().slot;
+    for (auto [sc, cc] : conns)
+        ASSERT_EQ(sc->link, survivor);
+    writeAll(conns, 3);
+    EXPECT_GE(server.group->stats().failovers, 1u);
+    EXPECT_GE(client.group->stats().failovers, 1u);
+
+    // A new link: ADD_LINK_CONT carries the real rkeys of all six RMBs.
+    ASSERT_TRUE(server.group->addLink());
+    ASSERT_TRUE(bothActive(2));
+    test::expectRtokensAgree(*server.group, *client.group, conns);
+
+    // Now kill the old link at the client: every connection moves to the new
+    // link and the WRITEs go through the rtokens ADD_LINK_CONT taught.
+    const std::uint8_t oldId = test::linkIdOf(*server.group, survivor);
+    ASSERT_TRUE(client.group->breakLink(*test::slotOfId(*client.group, oldId)));
+    ASSERT_TRUE(bothActive(1));
+    EXPECT_NE(server.group->links().front().linkId, oldId);
+    writeAll(conns, 5);
+
+    // Orderly end: DELETE_RKEY per connection, DELETE_LINK ALL, nothing left.
+    for (auto [sc, cc] : conns) {
+        EXPECT_TRUE(client.group->closeConnection(*cc));
+        EXPECT_TRUE(server.group->closeConnection(*sc));
+    }
+    EXPECT_EQ(server.group->rtokens().used(), 0u);
+    EXPECT_EQ(client.group->rtokens().used(), 0u);
+    server.group->terminate("test done");
+    ASSERT_TRUE(test::eventually([&] { return client.terminations.load() == 1; }, 30s));
+    EXPECT_EQ(server.terminations.load(), 1);
+    for (Side* s : {&server, &client}) {
+        const PoolStats st = s->group->pool().stats();
+        EXPECT_EQ(st.rmb.inUseBytes, 0);
+        EXPECT_EQ(st.sndbuf.inUseBytes, 0);
+    }
+}
+
+TEST_F(RxeLinkGroups, OrderlyDeleteKeepsTheConnectionsWriting)
+{
+    Conns conns;
+    for (int i = 0; i < 4; ++i)
+        conns.push_back(test::handshake(*server.group, *client.group));
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    ASSERT_TRUE(client.group->deleteLink(conns.front().second->link)) << "either side may delete";
+    ASSERT_TRUE(bothActive(1));
+    writeAll(conns, 7);
+    EXPECT_EQ(server.terminations.load() + client.terminations.load(), 0);
+}
+
+} // namespace
+} // namespace smc
