@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "smc/link_group.h"
+#include "smc/local_pair.h"
 
 namespace smc::test
 {
@@ -51,34 +52,13 @@ bool eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(5))
     return true;
 }
 
-// What the CLC handshake does for one connection: both RMBs become known on
-// the server's link, then CONFIRM_RKEY tells each peer the other links.
-// Callers keep handshakes apart from link changes (Linux serialises them with
-// its LGR-pending locks and LLC flows).
+// One connection on both sides (connectLocalPair), failing the test on error.
 inline std::pair<Connection*, Connection*> handshake(LinkGroup& server, LinkGroup& client,
                                                      std::size_t bytes = 65536)
 {
-    Result<Connection*> s = server.openConnection(bytes, bytes);
-    EXPECT_TRUE(s) << s.error().message();
-    if (!s)
-        return {};
-    Connection* sc = *s;
-    Result<Connection*> c = client.openConnection(bytes, bytes, linkIdOf(server, sc->link));
-    EXPECT_TRUE(c) << c.error().message();
-    if (!c)
-        return {};
-    Connection* cc = *c;
-    const RtokenTable::Rtoken sr{sc->rmb->registration(sc->link).rkey,
-                                 sc->rmb->registration(sc->link).addr};
-    const RtokenTable::Rtoken cr{cc->rmb->registration(cc->link).rkey,
-                                 cc->rmb->registration(cc->link).addr};
-    EXPECT_TRUE(server.peerRmbKnown(*sc, sc->link, cr));
-    EXPECT_TRUE(client.peerRmbKnown(*cc, cc->link, sr));
-    Result<void> sa = server.announceRmb(*sc);
-    EXPECT_TRUE(sa) << "server CONFIRM_RKEY: " << sa.error().message();
-    Result<void> ca = client.announceRmb(*cc);
-    EXPECT_TRUE(ca) << "client CONFIRM_RKEY: " << ca.error().message();
-    return {sc, cc};
+    Result<std::pair<Connection*, Connection*>> c = connectLocalPair(server, client, bytes, bytes);
+    EXPECT_TRUE(c) << "handshake: " << c.error().message();
+    return c ? *c : std::pair<Connection*, Connection*>{};
 }
 
 // `from` writes 64 bytes of `value` into the peer RMB of `conn` over the link

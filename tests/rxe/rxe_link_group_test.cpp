@@ -3,7 +3,6 @@
 // failover, re-add, orderly delete and termination, proven by RDMA WRITEs into peer RMBs.
 #include <atomic>
 #include <cstdlib>
-#include <future>
 #include <string>
 #include <vector>
 
@@ -47,18 +46,8 @@ protected:
         for (Side* s : {&server, &client})
             s->group->onTerminated([s](const std::string&) { ++s->terminations; });
 
-        // The first link, as CLC would set it up: QPs connected both ways.
-        Result<NewLink> first = provider->create();
-        ASSERT_TRUE(first) << first.error().message();
-        Result<NewLink> far = provider->join(first->local);
-        ASSERT_TRUE(far) << far.error().message();
-        ASSERT_TRUE(first->channel->connect(far->local));
-        auto clientStarted =
-            std::async(std::launch::async, [&] { return client.group->start(std::move(*far)); });
-        Result<void> s = server.group->start(std::move(*first));
-        Result<void> c = clientStarted.get();
-        ASSERT_TRUE(s) << "server: " << s.error().message();
-        ASSERT_TRUE(c) << "client: " << c.error().message();
+        Result<void> started = startLocalPair(*server.group, *client.group, *provider);
+        ASSERT_TRUE(started) << started.error().message();
         ASSERT_TRUE(bothActive(2)) << "the server adds the second link after the first";
     }
 

@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Two link groups (server and client) over in-process links: first link, ADD_LINK with the
 // ADD_LINK_CONT rkey exchange, failover, orderly delete, TEST_LINK, RKEY flows, faults.
+#include "smc/inproc_fabric.h"
 #include "smc/link_group.h"
 #include "smc/link_group_manager.h"
 
-#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "tests/libtest/inproc_fabric.h"
 #include "tests/libtest/link_groups.h"
 
 namespace smc
@@ -23,13 +22,13 @@ struct Side {
     // Declared before the group: its threads write them until it is gone.
     std::atomic<int> terminations{0};
     std::string reason;
-    test::KeyRegistrar registrar;
+    InprocRegistrar registrar;
     std::unique_ptr<LinkGroup> group;
 };
 
 struct Pair {
     Side server, client;
-    test::InprocFabric fabric{server.registrar, client.registrar};
+    InprocFabric fabric{server.registrar, client.registrar};
 
     explicit Pair(unsigned maxLinks = 2, LlcTimeouts timeouts = fastTimeouts())
     {
@@ -59,16 +58,8 @@ struct Pair {
 
     void start()
     {
-        Result<NewLink> first = fabric.create();
-        ASSERT_TRUE(first);
-        Result<NewLink> far = fabric.join(first->local);
-        ASSERT_TRUE(far);
-        auto client_ =
-            std::async(std::launch::async, [&] { return client.group->start(std::move(*far)); });
-        Result<void> s = server.group->start(std::move(*first));
-        Result<void> c = client_.get();
-        ASSERT_TRUE(s) << s.error().message();
-        ASSERT_TRUE(c) << c.error().message();
+        Result<void> started = startLocalPair(*server.group, *client.group, fabric);
+        ASSERT_TRUE(started) << started.error().message();
     }
 
     // Handshakes do not interleave with link changes (see test::handshake).
@@ -305,8 +296,8 @@ TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
 // the managers open a second one, as Linux does.
 TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
 {
-    test::KeyRegistrar serverKeys, clientKeys;
-    test::InprocFabric fabric(serverKeys, clientKeys);
+    InprocRegistrar serverKeys, clientKeys;
+    InprocFabric fabric(serverKeys, clientKeys);
     LinkGroupConfig defaults;
     defaults.maxLinks = 1;
     defaults.timeouts = Pair::fastTimeouts();
@@ -320,12 +311,7 @@ TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
         if (s == nullptr) {
             s = servers.create(Role::Server, clientId).value();
             c = clients.create(Role::Client, serverId).value();
-            Result<NewLink> first = fabric.create();
-            Result<NewLink> far = fabric.join(first->local);
-            auto started =
-                std::async(std::launch::async, [&] { return c->start(std::move(*far)); });
-            ASSERT_TRUE(s->start(std::move(*first)));
-            ASSERT_TRUE(started.get());
+            ASSERT_TRUE(startLocalPair(*s, *c, fabric));
         }
         Result<Connection*> sc = s->openConnection(16384, 16384);
         Result<Connection*> cc = c->openConnection(16384, 16384);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// In-process stand-ins for a RoCE fabric: links as InprocChannel pairs, and a registrar
-// whose rkeys an in-process "RDMA WRITE" checks, so data-plane tests mean something.
+// InprocFabric: SMC-R links inside one process (InprocChannel pairs) and InprocRegistrar,
+// whose rkeys the in-process RDMA WRITE checks: tests, benchmarks and demos without RDMA.
 #pragma once
 
 #include <cstring>
@@ -11,12 +11,12 @@
 #include "smc/inproc_channel.h"
 #include "smc/link_group.h"
 
-namespace smc::test
+namespace smc
 {
 
 // Unique rkeys per (buffer, link); write() plays the NIC: it lands only
 // through a registered rkey, inside the registered range.
-class KeyRegistrar final : public Registrar
+class InprocRegistrar final : public Registrar
 {
 public:
     std::error_code registerBuffer(BufferDesc& desc, unsigned link) override
@@ -59,12 +59,15 @@ private:
 };
 
 // Links between a server side (create) and a client side (join), each side
-// registering with its own KeyRegistrar; a link's write() lands through the
+// registering with its own InprocRegistrar; a link's write() lands through the
 // other side's registrar.
 class InprocFabric final : public LinkProvider
 {
 public:
-    InprocFabric(KeyRegistrar& server, KeyRegistrar& client) : server_(server), client_(client) {}
+    InprocFabric(InprocRegistrar& server, InprocRegistrar& client)
+        : server_(server), client_(client)
+    {
+    }
 
     Result<NewLink> create() override
     {
@@ -112,20 +115,20 @@ private:
     {
         return {std::shared_ptr<void>(), &r}; // not owned: the test keeps it
     }
-    static void connect(InprocChannel& end, KeyRegistrar& far);
+    static void connect(InprocChannel& end, InprocRegistrar& far);
 
-    KeyRegistrar& server_;
-    KeyRegistrar& client_;
+    InprocRegistrar& server_;
+    InprocRegistrar& client_;
     mutable std::mutex mutex_;
     std::uint32_t nextQpn_ = 100;
     std::map<std::uint32_t, std::unique_ptr<InprocChannel>> parked_;
     std::map<std::uint32_t, InprocChannel*> channels_;
 };
 
-inline void InprocFabric::connect(InprocChannel& end, KeyRegistrar& far)
+inline void InprocFabric::connect(InprocChannel& end, InprocRegistrar& far)
 {
     end.setRemoteWriter([&far](std::uint32_t rkey, std::uint64_t addr, const void* src,
                                std::size_t n) { return far.write(rkey, addr, src, n); });
 }
 
-} // namespace smc::test
+} // namespace smc

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: MIT
+// Both ends of a link group in one process: what CLC would do for tests, benchmarks and demos.
+#pragma once
+
+#include <utility>
+
+#include "smc/link_group.h"
+
+namespace smc
+{
+
+// The first link: the server's link, its client end joined and connected,
+// both groups started (CONFIRM_LINK). The server then adds its second link.
+Result<void> startLocalPair(LinkGroup& server, LinkGroup& client, LinkProvider& provider);
+
+// One connection on both sides: buffers from each group, each peer RMB's
+// rtoken learnt on the server's link (what CLC carries), then CONFIRM_RKEY
+// for the other links. Keep calls apart from link changes, as Linux does
+// with its LGR-pending locks. On error nothing stays open.
+Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, LinkGroup& client,
+                                                             std::size_t rmbBytes,
+                                                             std::size_t sndbufBytes);
+
+} // namespace smc
