@@ -7,6 +7,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 namespace smc::rdma
 {
@@ -84,13 +86,16 @@ Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const Pro
     std::random_device rd;
     link->local_ = {link->qp_.qpn(), rd() & 0xffffff, *gid, port->activeMtu};
 
-    // Completion events wake one thread per link; the channel is polled with
-    // a timeout so the destructor can stop it.
+    // Completion events wake one thread per link; it also polls an eventfd
+    // the destructor signals, so teardown does not wait out a timeout.
     const int fd = link->channel_.get()->fd;
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
         return errnoError();
     if (Result<void> r = link->cq_.requestNotify(); !r)
         return r.error();
+    link->wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (link->wakeFd_ < 0)
+        return errnoError();
     link->poller_ = std::thread([l = link.get()] { l->completionLoop(); });
     return link;
 }
@@ -98,8 +103,14 @@ Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const Pro
 RcLink::~RcLink()
 {
     stop_.store(true);
+    if (wakeFd_ >= 0) {
+        const std::uint64_t one = 1;
+        (void)!::write(wakeFd_, &one, sizeof one); // the poller returns at once
+    }
     if (poller_.joinable())
         poller_.join();
+    if (wakeFd_ >= 0)
+        ::close(wakeFd_);
 }
 
 Result<void> RcLink::postRecv(std::uint32_t index) noexcept
@@ -276,9 +287,9 @@ void RcLink::handle(const ibv_wc& wc)
 void RcLink::completionLoop()
 {
     ibv_wc wc[16];
-    pollfd pfd{channel_.get()->fd, POLLIN, 0};
+    pollfd pfd[2] = {{channel_.get()->fd, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
     while (!stop_.load(std::memory_order_acquire)) {
-        if (::poll(&pfd, 1, 50) <= 0)
+        if (::poll(pfd, 2, -1) <= 0 || (pfd[0].revents & POLLIN) == 0)
             continue;
         ibv_cq* cq = nullptr;
         void* ctx = nullptr;

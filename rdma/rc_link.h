@@ -124,6 +124,7 @@ private:
 
     std::atomic<bool> down_{false};
     std::atomic<bool> stop_{false};
+    int wakeFd_ = -1; // eventfd: wakes the poller for teardown
     std::thread poller_;
 };
 
