@@ -69,6 +69,14 @@ Result<std::unique_ptr<Pair>> makePair(const Options& o)
     return p;
 }
 
+std::uint8_t idOf(const LinkGroup& g, unsigned slot)
+{
+    for (const LinkInfo& l : g.links())
+        if (l.slot == slot)
+            return l.linkId;
+    return 0;
+}
+
 unsigned active(const LinkGroup& g)
 {
     unsigned n = 0;
@@ -159,17 +167,27 @@ int run(const Options& o)
                              r ? "did not settle" : r.error().message().c_str());
                 return 1;
             }
-            // CONFIRM_RKEY and DELETE_RKEY for one more connection.
-            Result<Connection*> c = p.server->openConnection(65536, 65536);
-            if (!c)
+            // One more connection: the server's CONFIRM_RKEY (our RMB on the
+            // other link) and, when it closes, DELETE_RKEY.
+            Result<LinkGroup::Handshake> hs = p.server->beginHandshake(65536, 65536);
+            Result<LinkGroup::Handshake> hc =
+                hs ? p.client->beginHandshake(65536, 65536, idOf(*p.server, hs->connection()->link))
+                   : Result<LinkGroup::Handshake>(hs.error());
+            if (!hc) {
+                std::fprintf(stderr, "llc_latency: handshake: %s\n", hc.error().message().c_str());
                 return 1;
+            }
+            Connection* sc = hs->connection();
+            Connection* cc = hc->connection();
+            const RtokenTable::Rtoken serverRmb = hs->rtoken();
             t0 = Clock::now();
-            r = p.server->announceRmb(**c);
+            r = hs->complete(hc->rtoken());
             confirm.add(t0);
+            Result<void> done = r ? hc->complete(serverRmb) : r;
             t0 = Clock::now();
-            Result<void> closed = p.server->closeConnection(**c);
+            Result<void> closed = done ? p.server->closeConnection(*sc) : done;
             remove.add(t0);
-            if (!r || !closed) {
+            if (!closed || !p.client->closeConnection(*cc)) {
                 std::fprintf(stderr, "llc_latency: rkey flows failed\n");
                 return 1;
             }

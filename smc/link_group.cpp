@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <tuple>
+#include <utility>
 
 #include "pool/errors.h"
 
@@ -188,6 +189,11 @@ void LinkGroup::clearLink(unsigned slot)
     }
     if (channel) {
         channel->shutdown();
+        // A send or write holds its own reference for one call. The channel
+        // must be destroyed here, never by one of its own threads (its
+        // destructor joins them); no new reference can be taken any more.
+        while (channel.use_count() > 1)
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
         channel.reset(); // outside the lock: it joins its delivery thread
     }
     rtokens_.clearLink(slot);
@@ -921,20 +927,61 @@ Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t 
     return c;
 }
 
-Result<void> LinkGroup::peerRmbKnown(Connection& conn, unsigned slot, RtokenTable::Rtoken rtoken)
+Result<LinkGroup::Handshake> LinkGroup::beginHandshake(std::size_t rmbBytes,
+                                                       std::size_t sndbufBytes,
+                                                       std::optional<std::uint8_t> linkId)
 {
-    Result<unsigned> row = rtokens_.add(slot, rtoken);
-    if (!row)
-        return row.error();
-    conn.peerRmb = *row;
+    if (!acquireFlow(Flow::Rkey, config_.timeouts.flowStart))
+        return gone();
+    Result<Connection*> conn = openConnection(rmbBytes, sndbufBytes, linkId);
+    if (!conn) {
+        releaseFlow();
+        return conn.error();
+    }
+    return Handshake(this, *conn);
+}
+
+LinkGroup::Handshake& LinkGroup::Handshake::operator=(Handshake&& other) noexcept
+{
+    if (this != &other) {
+        abandon();
+        group_ = std::exchange(other.group_, nullptr);
+        conn_ = std::exchange(other.conn_, nullptr);
+    }
+    return *this;
+}
+
+RtokenTable::Rtoken LinkGroup::Handshake::rtoken() const noexcept
+{
+    const LinkRegistration& r = conn_->rmb->registration(conn_->link);
+    return {r.rkey, r.addr};
+}
+
+void LinkGroup::Handshake::abandon() noexcept
+{
+    if (LinkGroup* g = std::exchange(group_, nullptr)) {
+        g->releaseFlow();
+        (void)g->closeConnection(*conn_);
+    }
+}
+
+Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb)
+{
+    if (group_ == nullptr)
+        return Errc::InvalidBuffer; // completed or abandoned already
+    Result<unsigned> row = group_->rtokens_.add(conn_->link, peerRmb);
+    Result<void> r = row ? group_->confirmRkey(*conn_) : Result<void>(row.error());
+    if (!r) {
+        abandon();
+        return r;
+    }
+    conn_->peerRmb = *row;
+    std::exchange(group_, nullptr)->releaseFlow();
     return {};
 }
 
-Result<void> LinkGroup::announceRmb(Connection& conn)
+Result<void> LinkGroup::confirmRkey(const Connection& conn)
 {
-    // Holding the flow token, the set of links cannot change under us.
-    if (!acquireFlow(Flow::Rkey, config_.timeouts.flowStart))
-        return gone();
     llc::ConfirmRkey c;
     unsigned via;
     {
@@ -948,17 +995,15 @@ Result<void> LinkGroup::announceRmb(Connection& conn)
                 c.others.push_back(
                     {links_[s].linkId, d.registration(s).rkey, d.registration(s).addr});
     }
-    Result<void> r;
-    if (!c.others.empty()) { // with one link, the handshake (CLC) told the peer already
-        Result<Message> resp =
-            exchange(via, {1, false, c}, via, Type::ConfirmRkey, true, config_.timeouts.wait);
-        if (!resp)
-            r = resp.error();
-        else if (std::get<llc::ConfirmRkey>(resp->body).negative)
-            r = refused();
-    }
-    releaseFlow();
-    return r;
+    if (c.others.empty())
+        return {}; // with one link, the handshake (CLC) told the peer already
+    Result<Message> resp =
+        exchange(via, {1, false, c}, via, Type::ConfirmRkey, true, config_.timeouts.wait);
+    if (!resp)
+        return resp.error();
+    if (std::get<llc::ConfirmRkey>(resp->body).negative)
+        return refused();
+    return {};
 }
 
 Result<void> LinkGroup::closeConnection(Connection& conn)

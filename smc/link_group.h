@@ -117,13 +117,38 @@ public:
                    bool orderly = true);
 
     // A connection's buffers and link (the least loaded, or `linkId`: a client
-    // rides the link the server chose); peer rtokens come with peerRmbKnown().
+    // rides the link the server chose), without the peer's RMB: see Handshake.
     Result<Connection*> openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
                                        std::optional<std::uint8_t> linkId = std::nullopt);
-    // The peer's RMB for `conn`, learnt on link `slot` (what CLC carries), then
-    // CONFIRM_RKEY tells the peer our RMB's rkeys on the other links.
-    Result<void> peerRmbKnown(Connection& conn, unsigned slot, RtokenTable::Rtoken rtoken);
-    Result<void> announceRmb(Connection& conn);
+
+    // One connection's share of the CLC handshake. From begin to complete()
+    // no link comes or goes in this group (Linux holds llc_conf_mutex from
+    // buffer registration to CONFIRM_RKEY), so the rtoken the peer sends in
+    // CLC stays valid for the link it names. Not completed: the connection
+    // is closed when the handshake goes.
+    class Handshake
+    {
+    public:
+        Handshake(Handshake&& other) noexcept { *this = std::move(other); }
+        Handshake& operator=(Handshake&& other) noexcept;
+        ~Handshake() { abandon(); }
+        // Ours, for CLC: the connection, its link and its RMB's rtoken there.
+        Connection* connection() const noexcept { return conn_; }
+        RtokenTable::Rtoken rtoken() const noexcept;
+        // The peer's RMB as CLC told it (on our connection's link); then
+        // CONFIRM_RKEY tells the peer our RMB on every other link. On error
+        // the connection is closed.
+        Result<void> complete(RtokenTable::Rtoken peerRmb);
+
+    private:
+        friend class LinkGroup;
+        Handshake(LinkGroup* group, Connection* conn) : group_(group), conn_(conn) {}
+        void abandon() noexcept;
+        LinkGroup* group_ = nullptr;
+        Connection* conn_ = nullptr;
+    };
+    Result<Handshake> beginHandshake(std::size_t rmbBytes, std::size_t sndbufBytes,
+                                     std::optional<std::uint8_t> linkId = std::nullopt);
     // DELETE_RKEY to the peer, buffers back to the pool.
     Result<void> closeConnection(Connection& conn);
     // The data path: copy `data` into the connection's sndbuf at `offset`
@@ -208,6 +233,7 @@ private:
     std::optional<unsigned> freeSlot() const;
     std::optional<unsigned> slotOf(std::uint8_t linkId) const;
     std::vector<llc::RkeyPair> ownRkeys(unsigned from, unsigned to) const;
+    Result<void> confirmRkey(const Connection& conn); // holding the flow
     void setTypeLocked();
     void keepalive();
 

@@ -28,37 +28,28 @@ Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, 
                                                              std::size_t rmbBytes,
                                                              std::size_t sndbufBytes)
 {
-    Result<Connection*> s = server.openConnection(rmbBytes, sndbufBytes);
+    Result<LinkGroup::Handshake> s = server.beginHandshake(rmbBytes, sndbufBytes);
     if (!s)
         return s.error();
-    Connection& sc = **s;
+    // CLC ACCEPT and CONFIRM carry each side's RMB on the link both ride.
+    const RtokenTable::Rtoken serverRmb = s->rtoken();
     std::uint8_t linkId = 0;
     for (const LinkInfo& l : server.links())
-        if (l.slot == sc.link)
+        if (l.slot == s->connection()->link)
             linkId = l.linkId;
-    Result<Connection*> c = client.openConnection(rmbBytes, sndbufBytes, linkId);
-    if (!c) {
-        (void)server.closeConnection(sc);
+    Result<LinkGroup::Handshake> c = client.beginHandshake(rmbBytes, sndbufBytes, linkId);
+    if (!c)
         return c.error();
-    }
-    Connection& cc = **c;
-    auto rtokenOf = [](const Connection& conn) {
-        const LinkRegistration& r = conn.rmb->registration(conn.link);
-        return RtokenTable::Rtoken{r.rkey, r.addr};
-    };
-    Result<void> r = server.peerRmbKnown(sc, sc.link, rtokenOf(cc));
-    if (r)
-        r = client.peerRmbKnown(cc, cc.link, rtokenOf(sc));
-    if (r)
-        r = server.announceRmb(sc);
-    if (r)
-        r = client.announceRmb(cc);
-    if (!r) {
-        (void)client.closeConnection(cc);
-        (void)server.closeConnection(sc);
+    const RtokenTable::Rtoken clientRmb = c->rtoken();
+    Connection* sc = s->connection();
+    Connection* cc = c->connection();
+    if (Result<void> r = s->complete(clientRmb); !r)
+        return r.error();
+    if (Result<void> r = c->complete(serverRmb); !r) {
+        (void)server.closeConnection(*sc);
         return r.error();
     }
-    return std::pair{&sc, &cc};
+    return std::pair{sc, cc};
 }
 
 } // namespace smc

@@ -62,11 +62,8 @@ struct Pair {
         ASSERT_TRUE(started) << started.error().message();
     }
 
-    // Handshakes do not interleave with link changes (see test::handshake).
-    std::mutex handshake;
     std::pair<Connection*, Connection*> connect()
     {
-        std::lock_guard serialised(handshake);
         return test::handshake(*server.group, *client.group);
     }
 };
@@ -226,6 +223,88 @@ TEST(LinkGroup, RkeysFollowConnectionsAcrossLinkChanges)
         EXPECT_TRUE(test::writeToPeer(*p.server.group, *sc, *cc, 5));
         EXPECT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 6));
     }
+}
+
+// Handshakes while another thread adds and deletes the second link: a
+// handshake holds its group's flow from buffer registration to CONFIRM_RKEY,
+// so the rtoken CLC gave is never for a link gone meanwhile, and every
+// connection that opened can write on whatever link it ends up on.
+TEST(LinkGroup, HandshakesRaceLinkChanges)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
+    std::atomic<bool> stop{false};
+    std::atomic<unsigned> changes{0};
+    std::thread churn([&] {
+        while (!stop) {
+            const auto links = p.server.group->links();
+            const bool ok = links.size() == 2 ? bool(p.server.group->deleteLink(links.back().slot))
+                                              : bool(p.server.group->addLink());
+            changes += ok;
+            std::this_thread::sleep_for(2ms);
+        }
+    });
+    // Open connections until the links changed a dozen times, closing the
+    // oldest beyond 32 (DELETE_RKEY races the link changes too).
+    std::vector<std::pair<Connection*, Connection*>> open;
+    unsigned opened = 0, failed = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while ((changes < 12 || opened < 40) && std::chrono::steady_clock::now() < deadline) {
+        // The CLC steps by hand: each side sends its RMB's rtoken at once,
+        // and the network's round trips pass before the peer completes.
+        Result<LinkGroup::Handshake> hs = p.server.group->beginHandshake(65536, 65536);
+        if (!hs) {
+            ++failed; // a flow timed out under churn: declined, nothing kept
+            continue;
+        }
+        const RtokenTable::Rtoken serverRmb = hs->rtoken(); // in CLC ACCEPT
+        const std::uint8_t linkId = test::linkIdOf(*p.server.group, hs->connection()->link);
+        std::this_thread::sleep_for(1ms);
+        Result<LinkGroup::Handshake> hc = p.client.group->beginHandshake(65536, 65536, linkId);
+        if (!hc) {
+            ++failed;
+            continue;
+        }
+        const RtokenTable::Rtoken clientRmb = hc->rtoken(); // in CLC CONFIRM
+        std::this_thread::sleep_for(1ms);
+        Connection* sc = hs->connection();
+        Connection* cc = hc->connection();
+        if (!hs->complete(clientRmb)) {
+            ++failed;
+            continue;
+        }
+        if (!hc->complete(serverRmb)) {
+            (void)p.server.group->closeConnection(*sc);
+            ++failed;
+            continue;
+        }
+        ++opened;
+        open.push_back({sc, cc});
+        if (open.size() > 32) {
+            auto [oldS, oldC] = open.front();
+            open.erase(open.begin());
+            (void)p.server.group->closeConnection(*oldS);
+            (void)p.client.group->closeConnection(*oldC);
+        }
+    }
+    stop = true;
+    churn.join();
+    ASSERT_TRUE(test::eventually([&] {
+        const unsigned n = test::activeLinks(*p.server.group);
+        return n == test::activeLinks(*p.client.group) && p.server.group->links().size() == n &&
+               p.client.group->links().size() == n;
+    }));
+    EXPECT_GE(changes.load(), 12u) << "the links did change meanwhile";
+    EXPECT_GE(opened, 40u);
+    EXPECT_LE(failed, opened / 4) << "most handshakes complete under churn";
+    test::expectRtokensAgree(*p.server.group, *p.client.group, open);
+    for (auto [sc, cc] : open) {
+        EXPECT_TRUE(test::writeToPeer(*p.server.group, *sc, *cc, 7));
+        EXPECT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 8));
+    }
+    EXPECT_EQ(p.server.group->connectionCount(), open.size()) << "failed handshakes keep nothing";
+    EXPECT_EQ(p.client.group->connectionCount(), open.size());
 }
 
 TEST(LinkGroup, MalformedMessageTerminatesWithAReason)
