@@ -67,7 +67,8 @@ const char* toString(GroupType type) noexcept
 }
 
 LinkGroup::LinkGroup(LinkGroupConfig config, LinkProvider& provider)
-    : config_(std::move(config)), provider_(provider)
+    : config_(std::move(config)), maxLinks_(config_.maxLinks), maxConns_(config_.maxConns),
+      provider_(provider)
 {
 }
 
@@ -400,17 +401,13 @@ Result<void> LinkGroup::start(NewLink first)
             std::lock_guard lock(mutex_);
             linkId = links_[0].linkId;
         }
-        llc::ConfirmLink c{local.mac,
-                           local.gid,
-                           local.qpn,
-                           linkId,
-                           {},
-                           static_cast<std::uint8_t>(config_.maxLinks),
-                           static_cast<std::uint8_t>(config_.maxConns)};
+        llc::ConfirmLink c{local.mac, local.gid, local.qpn, linkId, {}, 0, 0};
+        std::tie(c.maxLinks, c.maxConns) = limitsForWire();
         Result<Message> reply =
             exchange(0, {1, false, c}, 0, Type::ConfirmLink, true, config_.timeouts.firstLink);
         if (reply) {
             const auto& r = std::get<llc::ConfirmLink>(reply->body);
+            adoptLimits(r.maxLinks, r.maxConns);
             std::lock_guard lock(mutex_);
             links_[0].peer = {r.qpn, 0, r.gid, r.mac, local.mtu};
         } else {
@@ -422,30 +419,49 @@ Result<void> LinkGroup::start(NewLink first)
             result = req.error();
         } else {
             const auto& c = std::get<llc::ConfirmLink>(req->body);
+            adoptLimits(c.maxLinks, c.maxConns);
             {
                 std::lock_guard lock(mutex_);
                 links_[0].linkId = c.linkId; // the server numbers links
                 links_[0].peer = {c.qpn, 0, c.gid, c.mac, local.mtu};
             }
-            result = send(
-                0, {1, true,
-                    llc::ConfirmLink{
-                        local.mac, local.gid, local.qpn, c.linkId, {}, c.maxLinks, c.maxConns}});
+            llc::ConfirmLink answer{local.mac, local.gid, local.qpn, c.linkId, {}, 0, 0};
+            std::tie(answer.maxLinks, answer.maxConns) = limitsForWire();
+            result = send(0, {1, true, answer});
         }
     }
     if (result) {
         std::lock_guard lock(mutex_);
         links_[0].state = LinkState::Active;
         setTypeLocked();
+        if (connections_.empty())
+            idleSince_ = std::chrono::steady_clock::now();
     }
     releaseFlow();
     if (!result) {
         clearLink(0);
         return result;
     }
-    if (config_.role == Role::Server && config_.maxLinks > 1)
+    if (config_.role == Role::Server && maxLinks_ > 1)
         (void)addLink(); // a single link is fine if no second one can be had
     return {};
+}
+
+// CONFIRM_LINK carries both sides' limits (bytes 34/35); each side keeps the
+// smaller. A peer that sends 0 (Linux v1: no max conns; no max links) leaves
+// ours as they are; out-of-range values are clamped to Linux's ranges.
+void LinkGroup::adoptLimits(std::uint8_t peerLinks, std::uint8_t peerConns)
+{
+    if (peerLinks != 0)
+        maxLinks_ = std::min<unsigned>(maxLinks_, std::max<unsigned>(peerLinks, 1));
+    if (peerConns != 0)
+        maxConns_ = std::min<unsigned>(maxConns_, std::max<unsigned>(peerConns, 16));
+}
+
+std::pair<std::uint8_t, std::uint8_t> LinkGroup::limitsForWire() const
+{
+    return {static_cast<std::uint8_t>(maxLinks_.load()),
+            static_cast<std::uint8_t>(maxConns_.load())};
 }
 
 // Our used RMBs as ADD_LINK_CONT entries: rkey on `from`, rtoken on `to`.
@@ -476,7 +492,7 @@ Result<void> LinkGroup::addLink()
         unsigned active = 0;
         for (const Link& l : links_)
             active += l.state == LinkState::Active;
-        if (active >= config_.maxLinks)
+        if (active >= maxLinks_)
             slot.reset();
     }
     if (!via || !slot) {
@@ -513,14 +529,18 @@ Result<void> LinkGroup::addLink()
     if (answer.reject)
         return fail(refused());
     const LinkAddress far{answer.qpn, answer.psn, answer.gid, answer.mac, answer.mtu};
-    std::shared_ptr<LlcChannel> channel;
+    Result<void> connected;
     {
-        std::lock_guard lock(mutex_);
-        links_[*slot].peer = far;
-        channel = links_[*slot].channel;
+        std::shared_ptr<LlcChannel> channel; // dropped before fail() clears the link
+        {
+            std::lock_guard lock(mutex_);
+            links_[*slot].peer = far;
+            channel = links_[*slot].channel;
+        }
+        connected = channel->connect(far);
     }
-    if (Result<void> r = channel->connect(far); !r)
-        return fail(r.error());
+    if (!connected)
+        return fail(connected.error());
 
     // v1 rkey exchange: alternate ADD_LINK_CONTs until both sides are done.
     const std::vector<llc::RkeyPair> mine = ownRkeys(*via, *slot);
@@ -542,13 +562,8 @@ Result<void> LinkGroup::addLink()
     } while (sent < mine.size() || peerLeft > 0);
 
     // CONFIRM_LINK travels on the new link itself.
-    llc::ConfirmLink conf{local.mac,
-                          local.gid,
-                          local.qpn,
-                          req.linkId,
-                          {},
-                          static_cast<std::uint8_t>(config_.maxLinks),
-                          static_cast<std::uint8_t>(config_.maxConns)};
+    llc::ConfirmLink conf{local.mac, local.gid, local.qpn, req.linkId, {}, 0, 0};
+    std::tie(conf.maxLinks, conf.maxConns) = limitsForWire();
     Result<Message> confirmed = exchange(*slot, {1, false, conf}, *slot, Type::ConfirmLink, true,
                                          config_.timeouts.firstLink);
     if (!confirmed) {
@@ -579,7 +594,7 @@ void LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
         if (req.mtu != 0)
             slot = freeSlot();
     }
-    if (!slot || config_.maxLinks <= 1)
+    if (!slot || maxLinks_ <= 1)
         return reject();
     const LinkAddress peer{req.qpn, req.psn, req.gid, req.mac, req.mtu};
     Result<NewLink> joined = provider_.join(peer);
@@ -813,18 +828,31 @@ void LinkGroup::worker()
     }
 }
 
+// TEST_LINK on idle links, and the idle-group timer.
 void LinkGroup::keepalive()
 {
     const auto interval = config_.timeouts.testLink;
+    const std::chrono::milliseconds idleFree =
+        config_.idleFree.count() ? config_.idleFree
+                                 : (config_.role == Role::Server ? 600'000ms : 610'000ms);
     std::unique_lock lock(mutex_);
     std::array<std::chrono::steady_clock::time_point, kMaxLinks> sentAt{};
     while (!stopping_) {
         changed_.wait_for(lock, interval.count()
                                     ? std::min<std::chrono::milliseconds>(interval / 4, 100ms)
                                     : 100ms);
-        if (stopping_ || interval.count() == 0 || terminated_)
+        if (stopping_ || terminated_)
             continue;
         const auto now = std::chrono::steady_clock::now();
+        if (!freeing_ && idleSince_ && connections_.empty() && now - *idleSince_ >= idleFree) {
+            freeing_ = true; // openConnection refuses from here on
+            lock.unlock();
+            terminate("idle link group freed", llc::DeleteReason::ProgramTerminated, true);
+            lock.lock();
+            continue;
+        }
+        if (interval.count() == 0)
+            continue;
         std::vector<std::shared_ptr<LlcChannel>> probe;
         for (unsigned s = 0; s < kMaxLinks; ++s) {
             Link& l = links_[s];
@@ -904,7 +932,7 @@ Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t 
     }
     std::lock_guard lock(mutex_);
     std::optional<unsigned> best;
-    for (unsigned s = 0; s < kMaxLinks; ++s)
+    for (unsigned s = 0; s < kMaxLinks && !freeing_; ++s)
         if (links_[s].state == LinkState::Active &&
             (linkId ? links_[s].linkId == *linkId
                     : !best || links_[s].connections < links_[*best].connections))
@@ -924,6 +952,7 @@ Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t 
     ++links_[*best].connections;
     Connection* c = conn.get();
     connections_.emplace(c->token, std::move(conn));
+    idleSince_.reset();
     return c;
 }
 
@@ -1016,6 +1045,8 @@ Result<void> LinkGroup::closeConnection(Connection& conn)
             return Errc::InvalidBuffer;
         owned = std::move(it->second);
         connections_.erase(it);
+        if (connections_.empty())
+            idleSince_ = std::chrono::steady_clock::now();
         if (links_[owned->link].connections > 0)
             --links_[owned->link].connections;
     }
@@ -1115,7 +1146,7 @@ unsigned LinkGroup::connectionCount() const
 
 bool LinkGroup::hasRoom() const
 {
-    return !terminated_ && connectionCount() < config_.maxConns && !rtokens_.full();
+    return !terminated_ && connectionCount() < maxConns_ && !rtokens_.full();
 }
 
 LinkGroupStats LinkGroup::stats() const

@@ -68,6 +68,10 @@ struct LinkGroupConfig {
     unsigned maxConns = 255; // Linux 16..255
     unsigned maxLinks = 2;   // symmetric links wanted (Linux 1..2)
     LlcTimeouts timeouts;
+    // A group without connections for this long is freed (DELETE_LINK ALL,
+    // orderly). 0: Linux's delay for the role, 600 s for a server and 610 s
+    // for a client, so the server ends a shared idle group first.
+    std::chrono::milliseconds idleFree{0};
     PoolConfig pool; // tech must be SmcR
 };
 
@@ -171,6 +175,10 @@ public:
     BufferPool& pool() noexcept { return *pool_; }
     LinkGroupStats stats() const;
     const SystemId& peer() const noexcept { return config_.peer; }
+    // The limits both sides agreed on in CONFIRM_LINK (the configured ones
+    // before the first link).
+    unsigned maxLinks() const noexcept { return maxLinks_; }
+    unsigned maxConns() const noexcept { return maxConns_; }
 
 private:
     // The pool registers a buffer on slot s through link s's own registrar.
@@ -234,10 +242,13 @@ private:
     std::optional<unsigned> slotOf(std::uint8_t linkId) const;
     std::vector<llc::RkeyPair> ownRkeys(unsigned from, unsigned to) const;
     Result<void> confirmRkey(const Connection& conn); // holding the flow
+    void adoptLimits(std::uint8_t peerLinks, std::uint8_t peerConns);
+    std::pair<std::uint8_t, std::uint8_t> limitsForWire() const;
     void setTypeLocked();
     void keepalive();
 
     LinkGroupConfig config_;
+    std::atomic<unsigned> maxLinks_, maxConns_; // negotiated
     LinkProvider& provider_;
     SlotRegistrar registrar_; // outlives the pool
     std::unique_ptr<BufferPool> pool_;
@@ -257,6 +268,8 @@ private:
     std::uint64_t epochs_ = 0;
     std::optional<std::pair<unsigned, llc::Message>> delayed_;
     std::optional<std::string> violation_; // a malformed message: terminate
+    std::optional<std::chrono::steady_clock::time_point> idleSince_; // no connections since
+    bool freeing_ = false; // idle timer fired: no new connections
     LinkGroupStats stats_;
     TerminationHandler onTerminated_;
     std::atomic<bool> terminated_{false};

@@ -6,6 +6,7 @@
 #include "smc/link_group_manager.h"
 
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -31,12 +32,21 @@ struct Pair {
     InprocFabric fabric{server.registrar, client.registrar};
 
     explicit Pair(unsigned maxLinks = 2, LlcTimeouts timeouts = fastTimeouts())
+        : Pair(limits(maxLinks, 255), limits(maxLinks, 255), timeouts)
+    {
+    }
+    Pair(std::pair<unsigned, unsigned> serverLimits, std::pair<unsigned, unsigned> clientLimits,
+         LlcTimeouts timeouts = fastTimeouts(),
+         std::pair<std::chrono::milliseconds, std::chrono::milliseconds> idleFree = {})
     {
         LinkGroupConfig config;
-        config.maxLinks = maxLinks;
+        std::tie(config.maxLinks, config.maxConns) = serverLimits;
         config.timeouts = timeouts;
+        config.idleFree = idleFree.first;
         config.role = Role::Server;
         server.group = std::move(LinkGroup::create(config, fabric)).value();
+        std::tie(config.maxLinks, config.maxConns) = clientLimits;
+        config.idleFree = idleFree.second;
         config.role = Role::Client;
         client.group = std::move(LinkGroup::create(config, fabric)).value();
         for (Side* s : {&server, &client})
@@ -44,6 +54,11 @@ struct Pair {
                 s->reason = why;
                 ++s->terminations;
             });
+    }
+
+    static std::pair<unsigned, unsigned> limits(unsigned links, unsigned conns)
+    {
+        return {links, conns};
     }
 
     static LlcTimeouts fastTimeouts()
@@ -82,6 +97,44 @@ TEST(LinkGroup, FirstLinkThenASecondSymmetricLink)
     for (const LinkInfo& l : p.client.group->links())
         cIds.push_back(l.linkId);
     EXPECT_EQ(sIds, cIds) << "the client adopts the server's link numbers";
+}
+
+// CONFIRM_LINK carries each side's max links and max conns; both keep the
+// smaller, so a client that wants one link never gets a second one offered.
+TEST(LinkGroup, ConfirmLinkNegotiatesTheSmallerLimits)
+{
+    Pair p(Pair::limits(2, 255), Pair::limits(1, 32));
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    for (LinkGroup* g : {p.server.group.get(), p.client.group.get()}) {
+        EXPECT_EQ(g->maxLinks(), 1u);
+        EXPECT_EQ(g->maxConns(), 32u);
+    }
+    EXPECT_EQ(p.server.group->addLink().error(), Errc::LinkExists) << "no room for a 2nd link";
+    EXPECT_EQ(p.server.group->links().size(), 1u);
+    EXPECT_EQ(p.server.group->type(), GroupType::Single);
+    for (int i = 0; i < 32; ++i)
+        ASSERT_TRUE(p.connect().first);
+    EXPECT_FALSE(p.server.group->hasRoom()) << "the client's 32 is the group's limit";
+    EXPECT_FALSE(p.client.group->hasRoom());
+}
+
+// Linux frees a link group that has had no connection for a while; the
+// server's timer is the shorter one, and its DELETE_LINK ALL ends the client's.
+TEST(LinkGroup, AnIdleGroupIsFreedAfterTheDelay)
+{
+    Pair p(Pair::limits(2, 255), Pair::limits(2, 255), Pair::fastTimeouts(), {150ms, 2000ms});
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    auto [sc, cc] = p.connect();
+    ASSERT_TRUE(sc && cc);
+    std::this_thread::sleep_for(400ms);
+    EXPECT_EQ(p.server.terminations.load(), 0) << "a group with a connection is not idle";
+    ASSERT_TRUE(p.client.group->closeConnection(*cc));
+    ASSERT_TRUE(p.server.group->closeConnection(*sc));
+    ASSERT_TRUE(test::eventually([&] { return p.client.terminations.load() == 1; }, 1500ms));
+    EXPECT_EQ(p.server.terminations.load(), 1);
+    EXPECT_NE(p.server.reason.find("idle"), std::string::npos) << p.server.reason;
+    EXPECT_NE(p.client.reason.find("peer deleted"), std::string::npos) << p.client.reason;
+    EXPECT_FALSE(p.server.group->openConnection(16384, 16384)) << "a freed group takes nothing";
 }
 
 TEST(LinkGroup, AddLinkExchangesEveryRmbsRkeys)
