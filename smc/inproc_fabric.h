@@ -3,6 +3,7 @@
 // whose rkeys the in-process RDMA WRITE checks: tests, benchmarks and demos without RDMA.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -71,6 +72,8 @@ public:
 
     Result<NewLink> create() override
     {
+        if (refuseCreates > 0 && refuseCreates-- > 0)
+            return std::make_error_code(std::errc::no_such_device); // no device for a new link
         auto [a, b] = InprocChannel::pair();
         connect(*a, client_);
         connect(*b, server_);
@@ -91,6 +94,10 @@ public:
         parked_.erase(it);
         return l;
     }
+    // Fault: the next `refuseCreates` create() calls fail, as when no
+    // device can take another queue pair.
+    std::atomic<int> refuseCreates{0};
+
     // The server end of link `qpn` (its client end is qpn + 0x10000).
     InprocChannel* channel(std::uint32_t qpn)
     {

@@ -336,6 +336,12 @@ void LinkGroup::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
                 return;
         }
     }
+    if (m.response && type == Type::ReqAddLink && config_.role == Role::Client &&
+        reqAddLink_ == ReqAddLink::Waiting) {
+        reqAddLink_ = ReqAddLink::Declined; // the server will not add a link
+        changed_.notify_all();
+        return;
+    }
     if (m.response) {
         ++stats_.dropped; // nobody waits for it (late or duplicate)
         return;
@@ -353,6 +359,12 @@ void LinkGroup::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
         lock.unlock();
         handleRequest(slot, m);
         return;
+    case Type::ReqAddLink:
+        if (config_.role != Role::Server) {
+            ++stats_.dropped;
+            return;
+        }
+        [[fallthrough]];
     case Type::AddLink:
     case Type::DeleteLink:
         if (flow_ == Flow::None) {
@@ -366,7 +378,7 @@ void LinkGroup::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
         changed_.notify_all();
         return;
     default:
-        ++stats_.dropped; // CONFIRM_LINK / ADD_LINK_CONT outside a flow, REQ_ADD_LINK
+        ++stats_.dropped; // CONFIRM_LINK / ADD_LINK_CONT outside a flow
         return;
     }
 }
@@ -481,46 +493,87 @@ std::vector<llc::RkeyPair> LinkGroup::ownRkeys(unsigned from, unsigned to) const
 Result<void> LinkGroup::addLink()
 {
     if (config_.role != Role::Server)
-        return Errc::NotSupported; // clients ask with REQ_ADD_LINK (v2), not here
+        return Errc::NotSupported; // clients ask with requestAddLink()
     if (!acquireFlow(Flow::AddLink, config_.timeouts.flowStart))
         return gone();
-    std::optional<unsigned> via, slot;
+    bool offered = false;
+    Result<void> r = serverAddLink(offered);
+    releaseFlow();
+    return r;
+}
+
+Result<void> LinkGroup::requestAddLink()
+{
+    if (config_.role != Role::Client)
+        return Errc::NotSupported; // a server adds links itself: addLink()
+    if (!acquireFlow(Flow::AddLink, config_.timeouts.flowStart))
+        return gone();
+    std::optional<unsigned> via;
+    llc::ReqAddLink req;
     {
         std::lock_guard lock(mutex_);
         via = survivor(kMaxLinks);
-        slot = freeSlot();
         unsigned active = 0;
         for (const Link& l : links_)
             active += l.state == LinkState::Active;
-        if (active >= maxLinks_)
-            slot.reset();
+        if (via && active >= maxLinks_)
+            via.reset();
+        else if (via)
+            req.gids.push_back(links_[*via].local.gid); // our candidate device
+        reqAddLink_ = ReqAddLink::Waiting;
     }
-    if (!via || !slot) {
-        releaseFlow();
+    // Sent, the flow is released: the server's ADD_LINK is a remote flow
+    // here, run by the worker.
+    Result<void> sent = via ? send(*via, {2, false, req}) : Result<void>(Errc::LinkExists);
+    releaseFlow();
+    std::unique_lock lock(mutex_);
+    if (sent)
+        changed_.wait_for(lock, config_.timeouts.flowStart, [&] {
+            return reqAddLink_ != ReqAddLink::Waiting || terminated_ || stopping_;
+        });
+    const ReqAddLink outcome = std::exchange(reqAddLink_, ReqAddLink::Idle);
+    if (!sent)
+        return sent;
+    if (outcome == ReqAddLink::Added)
+        return {};
+    return outcome == ReqAddLink::Declined ? refused() : timedOut();
+}
+
+// The server's ADD_LINK flow, the flow token held. `offered`: ADD_LINK went
+// out (a REQ_ADD_LINK that never got that far is declined by the caller).
+Result<void> LinkGroup::serverAddLink(bool& offered)
+{
+    std::optional<unsigned> via;
+    unsigned newSlot = kMaxLinks;
+    {
+        std::lock_guard lock(mutex_);
+        via = survivor(kMaxLinks);
+        unsigned active = 0;
+        for (const Link& l : links_)
+            active += l.state == LinkState::Active;
+        if (active < maxLinks_)
+            newSlot = freeSlot().value_or(kMaxLinks);
+    }
+    if (!via || newSlot == kMaxLinks)
         return via ? Errc::LinkExists : Errc::NoSuchLink;
-    }
     Result<NewLink> made = provider_.create();
-    if (!made) {
-        releaseFlow();
+    if (!made)
         return made.error();
-    }
     const LinkAddress local = made->local;
     const llc::AddLink offer{false, 0,         local.mac, local.gid,   local.qpn,
                              0,     local.mtu, local.psn, std::nullopt};
-    if (Result<void> r = attach(*slot, std::move(*made)); !r) {
-        releaseFlow();
+    if (Result<void> r = attach(newSlot, std::move(*made)); !r)
         return r;
-    }
     auto fail = [&](std::error_code ec) {
-        clearLink(*slot);
-        releaseFlow();
+        clearLink(newSlot);
         return ec;
     };
     llc::AddLink req = offer;
     {
         std::lock_guard lock(mutex_);
-        req.linkId = links_[*slot].linkId;
+        req.linkId = links_[newSlot].linkId;
     }
+    offered = true;
     Result<Message> resp =
         exchange(*via, {1, false, req}, *via, Type::AddLink, true, config_.timeouts.wait);
     if (!resp)
@@ -534,8 +587,8 @@ Result<void> LinkGroup::addLink()
         std::shared_ptr<LlcChannel> channel; // dropped before fail() clears the link
         {
             std::lock_guard lock(mutex_);
-            links_[*slot].peer = far;
-            channel = links_[*slot].channel;
+            links_[newSlot].peer = far;
+            channel = links_[newSlot].channel;
         }
         connected = channel->connect(far);
     }
@@ -543,7 +596,7 @@ Result<void> LinkGroup::addLink()
         return fail(connected.error());
 
     // v1 rkey exchange: alternate ADD_LINK_CONTs until both sides are done.
-    const std::vector<llc::RkeyPair> mine = ownRkeys(*via, *slot);
+    const std::vector<llc::RkeyPair> mine = ownRkeys(*via, newSlot);
     std::size_t sent = 0, peerLeft = 0;
     do {
         const std::size_t n = std::min<std::size_t>(2, mine.size() - sent);
@@ -557,15 +610,15 @@ Result<void> LinkGroup::addLink()
             return fail(peer.error());
         const auto& pc = std::get<llc::AddLinkCont>(peer->body);
         for (const llc::RkeyPair& p : pc.rkeys)
-            (void)rtokens_.setByRkey(*via, p.rkey, *slot, {p.newRkey, p.newVaddr});
+            (void)rtokens_.setByRkey(*via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
         peerLeft = pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
     } while (sent < mine.size() || peerLeft > 0);
 
     // CONFIRM_LINK travels on the new link itself.
     llc::ConfirmLink conf{local.mac, local.gid, local.qpn, req.linkId, {}, 0, 0};
     std::tie(conf.maxLinks, conf.maxConns) = limitsForWire();
-    Result<Message> confirmed = exchange(*slot, {1, false, conf}, *slot, Type::ConfirmLink, true,
-                                         config_.timeouts.firstLink);
+    Result<Message> confirmed = exchange(newSlot, {1, false, conf}, newSlot, Type::ConfirmLink,
+                                         true, config_.timeouts.firstLink);
     if (!confirmed) {
         (void)send(*via, {1, false,
                           llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
@@ -573,20 +626,20 @@ Result<void> LinkGroup::addLink()
     }
     {
         std::lock_guard lock(mutex_);
-        links_[*slot].state = LinkState::Active;
+        links_[newSlot].state = LinkState::Active;
         setTypeLocked();
     }
-    releaseFlow();
     return {};
 }
 
-void LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
+bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
 {
     auto reject = [&] {
         llc::AddLink r = req;
         r.reject = true;
         r.rejectReason = 1; // no alternate path
         (void)send(via, {1, true, r});
+        return false;
     };
     std::optional<unsigned> slot;
     {
@@ -617,8 +670,10 @@ void LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
     Result<Message> next =
         exchange(via, {1, true, mineOffer}, via, Type::AddLinkCont, false, config_.timeouts.wait);
     for (;;) {
-        if (!next)
-            return clearLink(*slot);
+        if (!next) {
+            clearLink(*slot);
+            return false;
+        }
         const auto& pc = std::get<llc::AddLinkCont>(next->body);
         for (const llc::RkeyPair& p : pc.rkeys)
             (void)rtokens_.setByRkey(via, p.rkey, *slot, {p.newRkey, p.newVaddr});
@@ -639,11 +694,13 @@ void LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
     if (!next || !send(*slot, {1, true, next->body})) {
         (void)send(via, {1, false,
                          llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
-        return clearLink(*slot);
+        clearLink(*slot);
+        return false;
     }
     std::lock_guard lock(mutex_);
     links_[*slot].state = LinkState::Active;
     setTypeLocked();
+    return true;
 }
 
 // Move a link's connections to a survivor, tell the peer if we found out
@@ -731,9 +788,20 @@ Result<void> LinkGroup::deleteLink(unsigned slot)
 void LinkGroup::handleRequest(unsigned slot, const Message& m)
 {
     if (const auto* a = std::get_if<llc::AddLink>(&m.body)) {
-        if (config_.role == Role::Client)
-            clientAddLink(slot, *a);
         // A server treats a client's ADD_LINK as a suggestion (v1 invite).
+        if (config_.role == Role::Client) {
+            const bool added = clientAddLink(slot, *a);
+            std::lock_guard lock(mutex_);
+            if (reqAddLink_ == ReqAddLink::Waiting)
+                reqAddLink_ = added ? ReqAddLink::Added : ReqAddLink::Declined;
+            changed_.notify_all();
+        }
+    } else if (std::holds_alternative<llc::ReqAddLink>(m.body)) {
+        // The client asks for a link (v2): run the server's ADD_LINK flow; if
+        // it fails before ADD_LINK went out, decline with the response.
+        bool offered = false;
+        if (!serverAddLink(offered) && !offered)
+            (void)send(slot, {2, true, llc::ReqAddLink{}});
     } else if (const auto* del = std::get_if<llc::DeleteLink>(&m.body)) {
         remoteDeleteLink(slot, *del);
     } else if (const auto* c = std::get_if<llc::ConfirmRkey>(&m.body)) {

@@ -113,6 +113,10 @@ public:
     Result<void> start(NewLink first);
     // Server: ADD_LINK flow for one more link (ADD_LINK_CONT rkey exchange).
     Result<void> addLink();
+    // Client: ask the server for one more link (REQ_ADD_LINK, sent in its v2
+    // form with one candidate GID, 44 bytes); returns once the link is up,
+    // or connection_refused when the server declined or the add failed.
+    Result<void> requestAddLink();
     // Orderly DELETE_LINK of one link; its connections move to another.
     Result<void> deleteLink(unsigned slot);
     // Tear the group down: DELETE_LINK ALL to the peer, buffers released.
@@ -233,7 +237,8 @@ private:
 
     void worker();
     void handleRequest(unsigned slot, const llc::Message& m);
-    void clientAddLink(unsigned slot, const llc::AddLink& req);
+    bool clientAddLink(unsigned slot, const llc::AddLink& req); // true: link up
+    Result<void> serverAddLink(bool& offered);
     void remoteDeleteLink(unsigned slot, const llc::DeleteLink& req);
     void failover(unsigned slot, bool tellPeer);
     void clearLink(unsigned slot);
@@ -270,6 +275,8 @@ private:
     std::optional<std::string> violation_; // a malformed message: terminate
     std::optional<std::chrono::steady_clock::time_point> idleSince_; // no connections since
     bool freeing_ = false; // idle timer fired: no new connections
+    enum class ReqAddLink : std::uint8_t { Idle, Waiting, Added, Declined };
+    ReqAddLink reqAddLink_ = ReqAddLink::Idle; // a client's requestAddLink()
     LinkGroupStats stats_;
     TerminationHandler onTerminated_;
     std::atomic<bool> terminated_{false};

@@ -148,7 +148,7 @@ TEST_F(RxeLinkGroups, AddKillFailoverReAddWithRdmaWrites)
     }
 }
 
-TEST_F(RxeLinkGroups, OrderlyDeleteKeepsTheConnectionsWriting)
+TEST_F(RxeLinkGroups, OrderlyDeleteAndReqAddLinkKeepTheConnectionsWriting)
 {
     Conns conns;
     for (int i = 0; i < 4; ++i)
@@ -157,6 +157,17 @@ TEST_F(RxeLinkGroups, OrderlyDeleteKeepsTheConnectionsWriting)
     ASSERT_TRUE(client.group->deleteLink(conns.front().second->link)) << "either side may delete";
     ASSERT_TRUE(bothActive(1));
     writeAll(conns, 7);
+
+    // The client asks for its second link back (REQ_ADD_LINK); the new QP
+    // pair learns every RMB's rkeys and carries the connections once the old
+    // link is gone.
+    Result<void> added = client.group->requestAddLink();
+    ASSERT_TRUE(added) << added.error().message();
+    ASSERT_TRUE(bothActive(2));
+    test::expectRtokensAgree(*server.group, *client.group, conns);
+    ASSERT_TRUE(server.group->deleteLink(conns.front().first->link));
+    ASSERT_TRUE(bothActive(1));
+    writeAll(conns, 9);
     EXPECT_EQ(server.terminations.load() + client.terminations.load(), 0);
 }
 

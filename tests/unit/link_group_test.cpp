@@ -137,6 +137,34 @@ TEST(LinkGroup, AnIdleGroupIsFreedAfterTheDelay)
     EXPECT_FALSE(p.server.group->openConnection(16384, 16384)) << "a freed group takes nothing";
 }
 
+// REQ_ADD_LINK: the client asks, the server runs its ADD_LINK flow (with
+// every RMB's rkeys), or declines when it cannot make a link.
+TEST(LinkGroup, ClientAsksForALinkWithReqAddLink)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 2; }));
+    EXPECT_EQ(p.client.group->requestAddLink().error(), Errc::LinkExists) << "at max links";
+    EXPECT_EQ(p.server.group->requestAddLink().error(), Errc::NotSupported);
+    ASSERT_TRUE(p.server.group->deleteLink(p.server.group->links().back().slot));
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.client.group) == 1; }));
+    std::vector<std::pair<Connection*, Connection*>> conns;
+    for (int i = 0; i < 5; ++i)
+        conns.push_back(p.connect());
+
+    p.fabric.refuseCreates = 1;
+    Result<void> declined = p.client.group->requestAddLink();
+    ASSERT_FALSE(declined);
+    EXPECT_EQ(declined.error(), std::errc::connection_refused) << declined.error().message();
+    EXPECT_EQ(test::activeLinks(*p.server.group), 1u);
+
+    Result<void> added = p.client.group->requestAddLink();
+    ASSERT_TRUE(added) << added.error().message();
+    EXPECT_EQ(test::activeLinks(*p.client.group), 2u);
+    ASSERT_TRUE(test::eventually([&] { return test::activeLinks(*p.server.group) == 2; }));
+    test::expectRtokensAgree(*p.server.group, *p.client.group, conns);
+}
+
 TEST(LinkGroup, AddLinkExchangesEveryRmbsRkeys)
 {
     Pair p;
