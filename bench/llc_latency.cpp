@@ -32,12 +32,6 @@ struct Pair {
     std::unique_ptr<InprocRegistrar> serverKeys, clientKeys;
     std::unique_ptr<LinkProvider> provider;
     std::unique_ptr<LinkGroup> server, client;
-
-    ~Pair()
-    {
-        client.reset(); // groups before the provider (and its device)
-        server.reset();
-    }
 };
 
 Result<std::unique_ptr<Pair>> makePair(const Options& o)
@@ -67,36 +61,6 @@ Result<std::unique_ptr<Pair>> makePair(const Options& o)
     if (Result<void> r = startLocalPair(*p->server, *p->client, *p->provider); !r)
         return r.error();
     return p;
-}
-
-std::uint8_t idOf(const LinkGroup& g, unsigned slot)
-{
-    for (const LinkInfo& l : g.links())
-        if (l.slot == slot)
-            return l.linkId;
-    return 0;
-}
-
-unsigned active(const LinkGroup& g)
-{
-    unsigned n = 0;
-    for (const LinkInfo& l : g.links())
-        n += l.state == LinkState::Active;
-    return n;
-}
-
-// Both sides settled at `n` links (the client finishes a flow just after
-// the server's last answer arrives).
-bool settle(const Pair& p, unsigned n)
-{
-    const auto end = Clock::now() + 30s;
-    while (Clock::now() < end) {
-        if (active(*p.server) == n && active(*p.client) == n && p.server->links().size() == n &&
-            p.client->links().size() == n)
-            return true;
-        std::this_thread::sleep_for(100us);
-    }
-    return false;
 }
 
 struct Samples {
@@ -134,7 +98,7 @@ int run(const Options& o)
             return 1;
         }
         Pair& p = **made;
-        if (!settle(p, 2)) {
+        if (!waitForLinks(*p.server, *p.client, 2, 30s)) {
             std::fprintf(stderr, "llc_latency: the second link did not come up\n");
             return 1;
         }
@@ -155,14 +119,14 @@ int run(const Options& o)
             auto t0 = Clock::now();
             Result<void> r = p.server->deleteLink(second);
             del.add(t0);
-            if (!r || !settle(p, 1)) {
+            if (!r || !waitForLinks(*p.server, *p.client, 1, 30s)) {
                 std::fprintf(stderr, "llc_latency: delete-link failed\n");
                 return 1;
             }
             t0 = Clock::now();
             r = p.server->addLink();
             add.add(t0);
-            if (!r || !settle(p, 2)) {
+            if (!r || !waitForLinks(*p.server, *p.client, 2, 30s)) {
                 std::fprintf(stderr, "llc_latency: add-link: %s\n",
                              r ? "did not settle" : r.error().message().c_str());
                 return 1;
@@ -171,7 +135,8 @@ int run(const Options& o)
             // other link) and, when it closes, DELETE_RKEY.
             Result<LinkGroup::Handshake> hs = p.server->beginHandshake(65536, 65536);
             Result<LinkGroup::Handshake> hc =
-                hs ? p.client->beginHandshake(65536, 65536, idOf(*p.server, hs->connection()->link))
+                hs ? p.client->beginHandshake(65536, 65536,
+                                              p.server->linkId(hs->connection()->link))
                    : Result<LinkGroup::Handshake>(hs.error());
             if (!hc) {
                 std::fprintf(stderr, "llc_latency: handshake: %s\n", hc.error().message().c_str());

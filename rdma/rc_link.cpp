@@ -289,7 +289,13 @@ void RcLink::completionLoop()
     ibv_wc wc[16];
     pollfd pfd[2] = {{channel_.get()->fd, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
     while (!stop_.load(std::memory_order_acquire)) {
-        if (::poll(pfd, 2, -1) <= 0 || (pfd[0].revents & POLLIN) == 0)
+        if (::poll(pfd, 2, -1) <= 0)
+            continue;
+        if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            linkDown(std::make_error_code(std::errc::io_error)); // the device went away
+            break;
+        }
+        if ((pfd[0].revents & POLLIN) == 0)
             continue;
         ibv_cq* cq = nullptr;
         void* ctx = nullptr;

@@ -98,7 +98,8 @@ public:
     // device can take another queue pair.
     std::atomic<int> refuseCreates{0};
 
-    // The server end of link `qpn` (its client end is qpn + 0x10000).
+    // The server end of link `qpn` (its client end is qpn + 0x10000), while
+    // the link lives: its group owns and destroys the channel.
     InprocChannel* channel(std::uint32_t qpn)
     {
         std::lock_guard lock(mutex_);

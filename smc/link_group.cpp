@@ -368,9 +368,9 @@ void LinkGroup::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
     case Type::AddLink:
     case Type::DeleteLink:
         if (flow_ == Flow::None) {
-            queue_.emplace_back(slot, std::move(m));
+            queue_.push_back({slot, epoch, std::move(m)});
         } else if (!delayed_) {
-            delayed_.emplace(slot, std::move(m)); // Linux parks one
+            delayed_ = Event{slot, epoch, std::move(m)}; // Linux parks one
             ++stats_.delayed;
         } else {
             ++stats_.dropped;
@@ -390,7 +390,7 @@ void LinkGroup::onDown(unsigned slot, std::uint64_t epoch)
         return;
     if (waiter_ && waiter_->slot == slot)
         waiter_->linkDown = true;
-    downs_.emplace_back(slot, epoch);
+    downs_.push_back({slot, epoch, std::nullopt});
     changed_.notify_all();
 }
 
@@ -449,11 +449,11 @@ Result<void> LinkGroup::start(NewLink first)
         if (connections_.empty())
             idleSince_ = std::chrono::steady_clock::now();
     }
+    if (!result)
+        clearLink(0); // before the flow goes: no failover of a link never up
     releaseFlow();
-    if (!result) {
-        clearLink(0);
+    if (!result)
         return result;
-    }
     if (config_.role == Role::Server && maxLinks_ > 1)
         (void)addLink(); // a single link is fine if no second one can be had
     return {};
@@ -474,6 +474,19 @@ std::pair<std::uint8_t, std::uint8_t> LinkGroup::limitsForWire() const
 {
     return {static_cast<std::uint8_t>(maxLinks_.load()),
             static_cast<std::uint8_t>(maxConns_.load())};
+}
+
+// Each ADD_LINK_CONT says how many entries its sender still had, this one's
+// included: after the first, that must be what the last one left. A message
+// out of sequence (a duplicate, a lost one) would pair rkeys wrongly; the
+// flow fails instead. Updates `left` to what the peer has after this one.
+bool LinkGroup::inSequence(const llc::AddLinkCont& cont, bool& first, std::size_t& left)
+{
+    if (!first && cont.remaining != left)
+        return false;
+    first = false;
+    left = cont.remaining - std::min<std::size_t>(cont.remaining, cont.rkeys.size());
+    return true;
 }
 
 // Our used RMBs as ADD_LINK_CONT entries: rkey on `from`, rtoken on `to`.
@@ -510,17 +523,24 @@ Result<void> LinkGroup::requestAddLink()
         return gone();
     std::optional<unsigned> via;
     llc::ReqAddLink req;
+    bool busy;
     {
         std::lock_guard lock(mutex_);
         via = survivor(kMaxLinks);
         unsigned active = 0;
         for (const Link& l : links_)
             active += l.state == LinkState::Active;
+        busy = reqAddLink_ != ReqAddLink::Idle; // another caller waits for its answer
         if (via && active >= maxLinks_)
             via.reset();
         else if (via)
             req.gids.push_back(links_[*via].local.gid); // our candidate device
-        reqAddLink_ = ReqAddLink::Waiting;
+        if (!busy)
+            reqAddLink_ = ReqAddLink::Waiting;
+    }
+    if (busy) {
+        releaseFlow();
+        return std::make_error_code(std::errc::operation_in_progress);
     }
     // Sent, the flow is released: the server's ADD_LINK is a remote flow
     // here, run by the worker.
@@ -598,6 +618,7 @@ Result<void> LinkGroup::serverAddLink(bool& offered)
     // v1 rkey exchange: alternate ADD_LINK_CONTs until both sides are done.
     const std::vector<llc::RkeyPair> mine = ownRkeys(*via, newSlot);
     std::size_t sent = 0, peerLeft = 0;
+    bool first = true;
     do {
         const std::size_t n = std::min<std::size_t>(2, mine.size() - sent);
         llc::AddLinkCont cont{req.linkId,
@@ -609,9 +630,10 @@ Result<void> LinkGroup::serverAddLink(bool& offered)
         if (!peer)
             return fail(peer.error());
         const auto& pc = std::get<llc::AddLinkCont>(peer->body);
+        if (!inSequence(pc, first, peerLeft))
+            return fail(std::make_error_code(std::errc::protocol_error));
         for (const llc::RkeyPair& p : pc.rkeys)
             (void)rtokens_.setByRkey(*via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
-        peerLeft = pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
     } while (sent < mine.size() || peerLeft > 0);
 
     // CONFIRM_LINK travels on the new link itself.
@@ -666,7 +688,8 @@ bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
     // v1 rkey exchange: the server's ADD_LINK_CONT, ours in reply, until both
     // are done; then CONFIRM_LINK arrives on the new link.
     const std::vector<llc::RkeyPair> mine = ownRkeys(via, *slot);
-    std::size_t sent = 0;
+    std::size_t sent = 0, peerLeft = 0;
+    bool first = true;
     Result<Message> next =
         exchange(via, {1, true, mineOffer}, via, Type::AddLinkCont, false, config_.timeouts.wait);
     for (;;) {
@@ -675,10 +698,12 @@ bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
             return false;
         }
         const auto& pc = std::get<llc::AddLinkCont>(next->body);
+        if (!inSequence(pc, first, peerLeft)) {
+            next = std::make_error_code(std::errc::protocol_error);
+            break;
+        }
         for (const llc::RkeyPair& p : pc.rkeys)
             (void)rtokens_.setByRkey(via, p.rkey, *slot, {p.newRkey, p.newVaddr});
-        const std::size_t peerLeft =
-            pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
         const std::size_t n = std::min<std::size_t>(2, mine.size() - sent);
         llc::AddLinkCont cont{req.linkId,
                               static_cast<std::uint8_t>(mine.size() - sent),
@@ -691,7 +716,9 @@ bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
         }
         next = exchange(via, {1, true, cont}, via, Type::AddLinkCont, false, config_.timeouts.wait);
     }
-    if (!next || !send(*slot, {1, true, next->body})) {
+    llc::ConfirmLink confirmed{local.mac, local.gid, local.qpn, req.linkId, {}, 0, 0};
+    std::tie(confirmed.maxLinks, confirmed.maxConns) = limitsForWire();
+    if (!next || !send(*slot, {1, true, confirmed})) {
         (void)send(via, {1, false,
                          llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
         clearLink(*slot);
@@ -768,12 +795,14 @@ Result<void> LinkGroup::deleteLink(unsigned slot)
     std::optional<unsigned> to;
     {
         std::lock_guard lock(mutex_);
-        if (links_[slot].state != LinkState::Active) {
-            flow_ = Flow::None;
-            changed_.notify_all();
-            return Errc::NoSuchLink;
-        }
-        to = survivor(slot);
+        if (links_[slot].state == LinkState::Active)
+            to = survivor(slot);
+        else
+            slot = kMaxLinks;
+    }
+    if (slot == kMaxLinks) {
+        releaseFlow();
+        return Errc::NoSuchLink;
     }
     if (!to) {
         releaseFlow();
@@ -864,34 +893,40 @@ void LinkGroup::worker()
             lock.lock();
             continue;
         }
-        unsigned slot;
-        std::uint64_t epoch = 0;
-        std::optional<Message> request;
-        if (!downs_.empty()) {
-            std::tie(slot, epoch) = downs_.front();
-            downs_.pop_front();
-        } else if (!queue_.empty()) {
-            slot = queue_.front().first;
-            request = std::move(queue_.front().second);
-            queue_.pop_front();
+        // Link downs first, then requests in order, then the parked one.
+        std::deque<Event>& from = !downs_.empty() ? downs_ : queue_;
+        Event event;
+        if (!from.empty()) {
+            event = std::move(from.front());
+            from.pop_front();
         } else {
-            slot = delayed_->first;
-            request = std::move(delayed_->second);
+            event = std::move(*delayed_);
             delayed_.reset();
         }
         lock.unlock();
-        if (acquireFlow(request ? Flow::AddLink : Flow::DeleteLink, config_.timeouts.flowStart)) {
-            bool current;
-            {
-                std::lock_guard relock(mutex_);
-                current = links_[slot].epoch == epoch;
-            }
-            if (request)
-                handleRequest(slot, *request);
-            else if (!terminated_ && current) // holding the flow, no link comes or goes
-                failover(slot, true);
-            releaseFlow();
+        const Flow flow = event.request && event.request->type() != Type::DeleteLink
+                              ? Flow::AddLink
+                              : Flow::DeleteLink;
+        if (!acquireFlow(flow, config_.timeouts.flowStart)) {
+            lock.lock();
+            if (!terminated_ && !stopping_) // a long flow ran: try again, lose nothing
+                (event.request ? queue_ : downs_).push_front(std::move(event));
+            continue;
         }
+        bool current;
+        {
+            std::lock_guard relock(mutex_);
+            current = links_[event.slot].epoch == event.epoch;
+        }
+        // Holding the flow, no link comes or goes: a request or down from a
+        // link cleared meanwhile (its slot maybe reused) is dropped.
+        if (current && !terminated_) {
+            if (event.request)
+                handleRequest(event.slot, *event.request);
+            else
+                failover(event.slot, true);
+        }
+        releaseFlow();
         lock.lock();
     }
 }
@@ -929,7 +964,7 @@ void LinkGroup::keepalive()
             if (l.testPending) {
                 if (now - sentAt[s] >= config_.timeouts.wait) {
                     l.testPending = false; // a missed reply takes the link down
-                    downs_.emplace_back(s, l.epoch);
+                    downs_.push_back({s, l.epoch, std::nullopt});
                     changed_.notify_all();
                 }
             } else if (now - l.lastRx >= interval && l.channel) {
@@ -977,6 +1012,12 @@ void LinkGroup::terminate(std::string reason, llc::DeleteReason code, bool order
         (void)pool_->release(conn->rmb);
         (void)pool_->release(conn->sndbuf);
     }
+    {
+        // The objects stay until closeConnection() or the group's end, so a
+        // pointer the user (or a Handshake) still holds is not left dangling.
+        std::lock_guard lock(mutex_);
+        closed_.merge(conns);
+    }
     if (handler)
         handler(std::move(reason));
 }
@@ -999,16 +1040,19 @@ Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t 
         return snd.error();
     }
     std::lock_guard lock(mutex_);
+    // Checked again where it counts: other openers ran meanwhile, and the
+    // idle timer may have fired.
+    const bool full = connections_.size() >= maxConns_;
     std::optional<unsigned> best;
-    for (unsigned s = 0; s < kMaxLinks && !freeing_; ++s)
+    for (unsigned s = 0; s < kMaxLinks; ++s)
         if (links_[s].state == LinkState::Active &&
             (linkId ? links_[s].linkId == *linkId
                     : !best || links_[s].connections < links_[*best].connections))
             best = s;
-    if (!best) {
+    if (full || !best || freeing_) {
         (void)pool_->release(*rmb);
         (void)pool_->release(*snd);
-        return gone();
+        return full ? std::make_error_code(std::errc::no_buffer_space) : gone();
     }
     auto conn = std::make_unique<Connection>();
     do
@@ -1066,9 +1110,16 @@ Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb)
 {
     if (group_ == nullptr)
         return Errc::InvalidBuffer; // completed or abandoned already
-    Result<unsigned> row = group_->rtokens_.add(conn_->link, peerRmb);
+    if (group_->terminated_) {
+        abandon();
+        return gone();
+    }
+    const unsigned link = conn_->link; // stable: we hold the flow
+    Result<unsigned> row = group_->rtokens_.add(link, peerRmb);
     Result<void> r = row ? group_->confirmRkey(*conn_) : Result<void>(row.error());
     if (!r) {
+        if (row) // nobody will use it; the peer's DELETE_RKEY may find it gone
+            (void)group_->rtokens_.remove(link, peerRmb.rkey);
         abandon();
         return r;
     }
@@ -1109,8 +1160,13 @@ Result<void> LinkGroup::closeConnection(Connection& conn)
     {
         std::lock_guard lock(mutex_);
         auto it = connections_.find(conn.token);
-        if (it == connections_.end() || it->second.get() != &conn)
-            return Errc::InvalidBuffer;
+        if (it == connections_.end() || it->second.get() != &conn) {
+            auto dead = closed_.find(conn.token);
+            if (dead == closed_.end() || dead->second.get() != &conn)
+                return Errc::InvalidBuffer;
+            closed_.erase(dead); // the group ended it, buffers are back already
+            return gone();
+        }
         owned = std::move(it->second);
         connections_.erase(it);
         if (connections_.empty())
@@ -1118,8 +1174,11 @@ Result<void> LinkGroup::closeConnection(Connection& conn)
         if (links_[owned->link].connections > 0)
             --links_[owned->link].connections;
     }
-    Result<void> r;
+    // Linux reuses the RMB even when DELETE_RKEY could not be sent; the
+    // caller learns of it from the error.
+    Result<void> r = timedOut();
     if (acquireFlow(Flow::Rkey, config_.timeouts.flowStart)) {
+        r = {};
         std::optional<unsigned> via;
         {
             std::lock_guard lock(mutex_);
@@ -1197,6 +1256,21 @@ std::vector<LinkInfo> LinkGroup::links() const
     return out;
 }
 
+unsigned LinkGroup::activeLinks() const
+{
+    std::lock_guard lock(mutex_);
+    unsigned n = 0;
+    for (const Link& l : links_)
+        n += l.state == LinkState::Active;
+    return n;
+}
+
+std::uint8_t LinkGroup::linkId(unsigned slot) const
+{
+    std::lock_guard lock(mutex_);
+    return slot < kMaxLinks && links_[slot].state != LinkState::Unused ? links_[slot].linkId : 0;
+}
+
 std::vector<const Connection*> LinkGroup::connections() const
 {
     std::lock_guard lock(mutex_);
@@ -1214,7 +1288,8 @@ unsigned LinkGroup::connectionCount() const
 
 bool LinkGroup::hasRoom() const
 {
-    return !terminated_ && connectionCount() < maxConns_ && !rtokens_.full();
+    std::lock_guard lock(mutex_);
+    return !terminated_ && !freeing_ && connections_.size() < maxConns_ && !rtokens_.full();
 }
 
 LinkGroupStats LinkGroup::stats() const

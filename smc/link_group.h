@@ -88,7 +88,7 @@ struct LinkInfo {
     std::uint8_t linkId = 0;
     LinkState state = LinkState::Unused;
     unsigned connections = 0;
-    LinkAddress local, peer;
+    LinkAddress local, peer; // the first link's peer PSN is CLC's, not known here
 };
 
 struct LinkGroupStats {
@@ -100,7 +100,9 @@ class LinkGroup
 {
 public:
     // Told when the group is gone (last link lost, peer said DELETE_LINK ALL,
-    // protocol violation); the connections are dead by then.
+    // protocol violation, idle); the connections are dead by then: their
+    // buffers are back in the pool, closeConnection() says not_connected.
+    // Runs on one of the group's threads: it must not destroy the group.
     using TerminationHandler = std::function<void(std::string reason)>;
 
     // The provider must outlive the group.
@@ -130,9 +132,11 @@ public:
                                        std::optional<std::uint8_t> linkId = std::nullopt);
 
     // One connection's share of the CLC handshake. From begin to complete()
-    // no link comes or goes in this group (Linux holds llc_conf_mutex from
-    // buffer registration to CONFIRM_RKEY), so the rtoken the peer sends in
-    // CLC stays valid for the link it names. Not completed: the connection
+    // no link comes or goes in this group, so the rtoken the peer sends in
+    // CLC stays valid for the link it names. Handshakes of one group run one
+    // at a time, and link changes wait for them: Linux serialises every
+    // SMC-R handshake behind its global LGR-pending mutexes and registers
+    // and confirms rkeys under llc_conf_mutex. Not completed: the connection
     // is closed when the handshake goes.
     class Handshake
     {
@@ -172,6 +176,8 @@ public:
     Role role() const noexcept { return config_.role; }
     GroupType type() const;
     std::vector<LinkInfo> links() const;
+    unsigned activeLinks() const;
+    std::uint8_t linkId(unsigned slot) const; // 0: no link in that slot
     std::vector<const Connection*> connections() const;
     unsigned connectionCount() const;
     bool hasRoom() const; // another connection fits (max conns, rtoken rows)
@@ -248,6 +254,7 @@ private:
     std::vector<llc::RkeyPair> ownRkeys(unsigned from, unsigned to) const;
     Result<void> confirmRkey(const Connection& conn); // holding the flow
     void adoptLimits(std::uint8_t peerLinks, std::uint8_t peerConns);
+    static bool inSequence(const llc::AddLinkCont& cont, bool& first, std::size_t& left);
     std::pair<std::uint8_t, std::uint8_t> limitsForWire() const;
     void setTypeLocked();
     void keepalive();
@@ -263,15 +270,23 @@ private:
     std::condition_variable changed_;
     std::array<Link, kMaxLinks> links_;
     std::map<std::uint32_t, std::unique_ptr<Connection>> connections_;
+    std::map<std::uint32_t, std::unique_ptr<Connection>> closed_; // ended by terminate()
     std::uint32_t nextToken_ = 1;
     std::uint8_t nextLinkId_ = 0;
     GroupType type_ = GroupType::None;
     Flow flow_ = Flow::None;
     Waiter* waiter_ = nullptr;
-    std::deque<std::pair<unsigned, llc::Message>> queue_;  // requests for the worker
-    std::deque<std::pair<unsigned, std::uint64_t>> downs_; // links to fail over (slot, epoch)
+    // What the worker runs: a request from the peer, or (no request) a link
+    // down; `epoch` names the attach of `slot` it came from.
+    struct Event {
+        unsigned slot = 0;
+        std::uint64_t epoch = 0;
+        std::optional<llc::Message> request;
+    };
+    std::deque<Event> queue_; // requests for the worker
+    std::deque<Event> downs_; // links to fail over
     std::uint64_t epochs_ = 0;
-    std::optional<std::pair<unsigned, llc::Message>> delayed_;
+    std::optional<Event> delayed_;
     std::optional<std::string> violation_; // a malformed message: terminate
     std::optional<std::chrono::steady_clock::time_point> idleSince_; // no connections since
     bool freeing_ = false; // idle timer fired: no new connections

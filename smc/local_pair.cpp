@@ -3,6 +3,7 @@
 #include "smc/local_pair.h"
 
 #include <future>
+#include <thread>
 
 namespace smc
 {
@@ -33,11 +34,8 @@ Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, 
         return s.error();
     // CLC ACCEPT and CONFIRM carry each side's RMB on the link both ride.
     const RtokenTable::Rtoken serverRmb = s->rtoken();
-    std::uint8_t linkId = 0;
-    for (const LinkInfo& l : server.links())
-        if (l.slot == s->connection()->link)
-            linkId = l.linkId;
-    Result<LinkGroup::Handshake> c = client.beginHandshake(rmbBytes, sndbufBytes, linkId);
+    Result<LinkGroup::Handshake> c =
+        client.beginHandshake(rmbBytes, sndbufBytes, server.linkId(s->connection()->link));
     if (!c)
         return c.error();
     const RtokenTable::Rtoken clientRmb = c->rtoken();
@@ -50,6 +48,20 @@ Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, 
         return r.error();
     }
     return std::pair{sc, cc};
+}
+
+bool waitForLinks(const LinkGroup& server, const LinkGroup& client, unsigned n,
+                  std::chrono::milliseconds limit)
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        if (server.activeLinks() == n && client.activeLinks() == n && server.links().size() == n &&
+            client.links().size() == n)
+            return true;
+        if (std::chrono::steady_clock::now() > end)
+            return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
 }
 
 } // namespace smc

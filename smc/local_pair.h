@@ -2,6 +2,7 @@
 // Both ends of a link group in one process: what CLC would do for tests, benchmarks and demos.
 #pragma once
 
+#include <chrono>
 #include <utility>
 
 #include "smc/link_group.h"
@@ -20,5 +21,10 @@ Result<void> startLocalPair(LinkGroup& server, LinkGroup& client, LinkProvider& 
 Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, LinkGroup& client,
                                                              std::size_t rmbBytes,
                                                              std::size_t sndbufBytes);
+
+// Both sides have exactly `n` links, all ACTIVE (the client finishes a flow
+// just after the server's last answer arrives), within `limit`.
+bool waitForLinks(const LinkGroup& server, const LinkGroup& client, unsigned n,
+                  std::chrono::milliseconds limit);
 
 } // namespace smc

@@ -39,7 +39,8 @@ Result<std::unique_ptr<RcChannel>> RcChannel::create(const rdma::Context& contex
 
 RcChannel::~RcChannel()
 {
-    link_.reset(); // joins the completion thread: nothing is pushed after this
+    // Delivery first: a callback may still send on the link. A completion
+    // that lands after only queues (under mutex_, still alive).
     {
         std::lock_guard lock(mutex_);
         stop_ = true;
@@ -47,6 +48,7 @@ RcChannel::~RcChannel()
     wake_.notify_all();
     if (thread_.joinable())
         thread_.join();
+    link_.reset(); // joins the completion thread
 }
 
 LinkAddress RcChannel::address() const noexcept

@@ -50,7 +50,7 @@ private:
     bool started_ = false;
     bool stop_ = false;
     std::thread thread_;
-    std::unique_ptr<rdma::RcLink> link_; // first to go: no completion after it
+    std::unique_ptr<rdma::RcLink> link_; // reset by the destructor, after the delivery thread
 };
 
 // Makes links on one RDMA device port: each link an RC QP with its own

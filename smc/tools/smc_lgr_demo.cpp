@@ -133,24 +133,6 @@ void showSmcr(const Side& side, const char* phase, bool json, unsigned writesOk,
     std::printf("\n");
 }
 
-unsigned activeLinks(const LinkGroup& g)
-{
-    unsigned n = 0;
-    for (const LinkInfo& l : g.links())
-        n += l.state == LinkState::Active;
-    return n;
-}
-
-bool settled(LinkGroup& s, LinkGroup& c, unsigned n)
-{
-    for (auto end = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < end;
-         std::this_thread::sleep_for(1ms))
-        if (activeLinks(s) == n && activeLinks(c) == n && s.links().size() == n &&
-            c.links().size() == n)
-            return true;
-    return false;
-}
-
 int runSmcr(const Options& o)
 {
     InprocRegistrar serverKeys, clientKeys;
@@ -190,7 +172,8 @@ int runSmcr(const Options& o)
             }
             s = *ns;
             c = *nc;
-            if (Result<void> r = startLocalPair(*s, *c, *provider); !r || !settled(*s, *c, 2)) {
+            if (Result<void> r = startLocalPair(*s, *c, *provider);
+                !r || !waitForLinks(*s, *c, 2, 30s)) {
                 std::fprintf(stderr, "smc-lgr-demo: first link: %s\n",
                              r ? "second link did not come up" : r.error().message().c_str());
                 return 1;
@@ -236,7 +219,7 @@ int runSmcr(const Options& o)
                 std::printf("-- link %u of the first group breaks (LinkGroup::breakLink) --\n\n",
                             links.back().linkId);
             (void)s->breakLink(links.back().slot);
-            if (!settled(*s, *c, 1)) {
+            if (!waitForLinks(*s, *c, 1, 30s)) {
                 std::fprintf(stderr, "smc-lgr-demo: failover did not settle\n");
                 return 1;
             }

@@ -16,28 +16,12 @@
 namespace smc::test
 {
 
-inline std::uint8_t linkIdOf(const LinkGroup& g, unsigned slot)
-{
-    for (const LinkInfo& l : g.links())
-        if (l.slot == slot)
-            return l.linkId;
-    return 0;
-}
-
 inline std::optional<unsigned> slotOfId(const LinkGroup& g, std::uint8_t linkId)
 {
     for (const LinkInfo& l : g.links())
         if (l.linkId == linkId)
             return l.slot;
     return std::nullopt;
-}
-
-inline unsigned activeLinks(const LinkGroup& g)
-{
-    unsigned n = 0;
-    for (const LinkInfo& l : g.links())
-        n += l.state == LinkState::Active;
-    return n;
 }
 
 template <typename F>

@@ -58,16 +58,7 @@ protected:
         server.group.reset();
     }
 
-    bool bothActive(unsigned n)
-    {
-        return test::eventually(
-            [&] {
-                return test::activeLinks(*server.group) == n &&
-                       test::activeLinks(*client.group) == n && server.group->links().size() == n &&
-                       client.group->links().size() == n;
-            },
-            30s);
-    }
+    bool bothActive(unsigned n) { return waitForLinks(*server.group, *client.group, n, 30s); }
 
     // Every connection writes both ways; the bytes must be in the peer RMB.
     void writeAll(const Conns& conns, std::uint8_t value)
@@ -125,7 +116,7 @@ TEST_F(RxeLinkGroups, AddKillFailoverReAddWithRdmaWrites)
 
     // Now kill the old link at the client: every connection moves to the new
     // link and the WRITEs go through the rtokens ADD_LINK_CONT taught.
-    const std::uint8_t oldId = test::linkIdOf(*server.group, survivor);
+    const std::uint8_t oldId = server.group->linkId(survivor);
     ASSERT_TRUE(client.group->breakLink(*test::slotOfId(*client.group, oldId)));
     ASSERT_TRUE(bothActive(1));
     EXPECT_NE(server.group->links().front().linkId, oldId);
