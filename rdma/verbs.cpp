@@ -123,9 +123,20 @@ Result<Gid> Context::gid(std::uint8_t portNum, int index) const
 
 Result<int> Context::findRoceV2Ipv4Gid(std::uint8_t portNum) const
 {
+    Result<std::vector<int>> all = roceV2Ipv4Gids(portNum);
+    if (!all)
+        return all.error();
+    if (all->empty())
+        return std::make_error_code(std::errc::address_not_available);
+    return all->front();
+}
+
+Result<std::vector<int>> Context::roceV2Ipv4Gids(std::uint8_t portNum) const
+{
     Result<PortInfo> p = port(portNum);
     if (!p)
         return p.error();
+    std::vector<int> out;
     for (int i = 0; i < p->gidTableLength; ++i) {
         ibv_gid_entry entry{};
         if (ibv_query_gid_ex(get(), portNum, static_cast<std::uint32_t>(i), &entry, 0) != 0)
@@ -133,9 +144,9 @@ Result<int> Context::findRoceV2Ipv4Gid(std::uint8_t portNum) const
         Gid g;
         std::copy(std::begin(entry.gid.raw), std::end(entry.gid.raw), g.begin());
         if (entry.gid_type == IBV_GID_TYPE_ROCE_V2 && isIpv4Mapped(g))
-            return i;
+            out.push_back(i);
     }
-    return std::make_error_code(std::errc::address_not_available);
+    return out;
 }
 
 Result<ProtectionDomain> ProtectionDomain::create(const Context& context)

@@ -67,6 +67,8 @@ public:
     Result<Gid> gid(std::uint8_t portNum, int index) const;
     // The index of the port's RoCE v2 IPv4-mapped GID (what Linux SMC-R v2 uses).
     Result<int> findRoceV2Ipv4Gid(std::uint8_t portNum) const;
+    // Every RoCE v2 IPv4-mapped GID's index (one per IPv4 address of the netdev).
+    Result<std::vector<int>> roceV2Ipv4Gids(std::uint8_t portNum) const;
 
     const std::shared_ptr<ibv_context>& shared() const noexcept { return ctx_; }
 

@@ -3,10 +3,12 @@
 // whose rkeys the in-process RDMA WRITE checks: tests, benchmarks and demos without RDMA.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <span>
 
 #include "pool/registrar.h"
 #include "smc/inproc_channel.h"
@@ -61,16 +63,19 @@ private:
 
 // Links between a server side (create) and a client side (join), each side
 // registering with its own InprocRegistrar; a link's write() lands through the
-// other side's registrar.
+// other side's registrar. Each side has `devices` RoCE devices, each with one
+// GID (::ffff:10.side.device.1, server side 1, client side 2), so groups see
+// alternate devices, or none, as on real hosts.
 class InprocFabric final : public LinkProvider
 {
 public:
-    InprocFabric(InprocRegistrar& server, InprocRegistrar& client)
-        : server_(server), client_(client)
+    InprocFabric(InprocRegistrar& server, InprocRegistrar& client, unsigned serverDevs = 2,
+                 unsigned clientDevs = 2)
+        : serverDevices(serverDevs), clientDevices(clientDevs), server_(server), client_(client)
     {
     }
 
-    Result<NewLink> create() override
+    Result<NewLink> create(std::span<const llc::Gid> avoid) override
     {
         if (refuseCreates > 0 && refuseCreates-- > 0)
             return std::make_error_code(std::errc::no_such_device); // no device for a new link
@@ -82,18 +87,21 @@ public:
         channels_[qpn] = a.get();
         channels_[qpn + 0x10000] = b.get();
         parked_[qpn] = std::move(b);
-        return NewLink{std::move(a), address(qpn), borrow(server_)};
+        return NewLink{std::move(a), address(qpn, 1, serverDevices, avoid), borrow(server_)};
     }
-    Result<NewLink> join(const LinkAddress& peer) override
+    Result<NewLink> join(const LinkAddress& peer, std::span<const llc::Gid> avoid) override
     {
         std::lock_guard lock(mutex_);
         auto it = parked_.find(peer.qpn);
         if (it == parked_.end())
             return std::make_error_code(std::errc::no_such_device);
-        NewLink l{std::move(it->second), address(peer.qpn + 0x10000), borrow(client_)};
+        NewLink l{std::move(it->second), address(peer.qpn + 0x10000, 2, clientDevices, avoid),
+                  borrow(client_)};
         parked_.erase(it);
         return l;
     }
+    // How many devices each side has; may grow while groups run.
+    std::atomic<unsigned> serverDevices, clientDevices;
     // Fault: the next `refuseCreates` create() calls fail, as when no
     // device can take another queue pair.
     std::atomic<int> refuseCreates{0};
@@ -112,11 +120,25 @@ public:
     }
 
 private:
-    static LinkAddress address(std::uint32_t qpn)
+    static llc::Gid gid(std::uint8_t side, unsigned device)
+    {
+        return {
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, side, static_cast<std::uint8_t>(device),
+            1};
+    }
+    // The first of the side's devices whose GID is not in `avoid`, else the first.
+    static LinkAddress address(std::uint32_t qpn, std::uint8_t side, unsigned devices,
+                               std::span<const llc::Gid> avoid)
     {
         LinkAddress a;
         a.qpn = qpn;
-        std::memcpy(a.gid.data() + 12, &qpn, 4);
+        a.gid = gid(side, 0);
+        for (unsigned d = 0; d < std::max(devices, 1u); ++d) {
+            if (std::find(avoid.begin(), avoid.end(), gid(side, d)) == avoid.end()) {
+                a.gid = gid(side, d);
+                break;
+            }
+        }
         return a;
     }
     static std::shared_ptr<Registrar> borrow(Registrar& r)

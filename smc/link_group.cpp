@@ -158,6 +158,7 @@ Result<void> LinkGroup::attach(unsigned slot, NewLink link)
         l.connections = 0;
         l.lastRx = std::chrono::steady_clock::now();
         l.testPending = false;
+        l.asymmetric = false;
         if (config_.role == Role::Server) {
             do // Linux: never 0, never one in use
                 ++nextLinkId_;
@@ -210,11 +211,15 @@ std::optional<unsigned> LinkGroup::survivor(unsigned excluding) const
     return std::nullopt;
 }
 
-std::optional<unsigned> LinkGroup::freeSlot() const
+// Linux smc_llc_alloc_alt_link: a symmetric link takes the first free
+// slot, an asymmetric one the last (two symmetric links + one asymmetric).
+std::optional<unsigned> LinkGroup::altSlot(GroupType newType) const
 {
-    for (unsigned s = 0; s < kMaxLinks; ++s)
+    for (unsigned i = 0; i < kMaxLinks; ++i) {
+        const unsigned s = newType == GroupType::Symmetric ? i : kMaxLinks - 1 - i;
         if (links_[s].state == LinkState::Unused)
             return s;
+    }
     return std::nullopt;
 }
 
@@ -229,9 +234,15 @@ std::optional<unsigned> LinkGroup::slotOf(std::uint8_t linkId) const
 void LinkGroup::setTypeLocked()
 {
     unsigned active = 0;
-    for (const Link& l : links_)
+    bool asymmetric = false;
+    for (const Link& l : links_) {
         active += l.state == LinkState::Active;
-    type_ = active == 0 ? GroupType::None : active == 1 ? GroupType::Single : GroupType::Symmetric;
+        asymmetric |= l.state == LinkState::Active && l.asymmetric;
+    }
+    type_ = active == 0   ? GroupType::None
+            : active == 1 ? GroupType::Single
+            : asymmetric  ? asymKind_
+                          : GroupType::Symmetric;
 }
 
 // --- Messages and flows -------------------------------------------------------
@@ -564,21 +575,39 @@ Result<void> LinkGroup::requestAddLink()
 Result<void> LinkGroup::serverAddLink(bool& offered)
 {
     std::optional<unsigned> via;
-    unsigned newSlot = kMaxLinks;
+    GroupType type;
+    LinkAddress viaLocal, viaPeer;
     {
         std::lock_guard lock(mutex_);
         via = survivor(kMaxLinks);
-        unsigned active = 0;
-        for (const Link& l : links_)
-            active += l.state == LinkState::Active;
-        if (active < maxLinks_)
-            newSlot = freeSlot().value_or(kMaxLinks);
+        type = type_;
+        if (via) {
+            viaLocal = links_[*via].local;
+            viaPeer = links_[*via].peer;
+        }
     }
-    if (!via || newSlot == kMaxLinks)
-        return via ? Errc::LinkExists : Errc::NoSuchLink;
-    Result<NewLink> made = provider_.create();
+    if (!via)
+        return Errc::NoSuchLink;
+    // Linux: a symmetric group is complete; a single one grows only if two
+    // links were agreed; an asymmetric one only by a symmetric link, which
+    // then replaces the asymmetric one.
+    if (type == GroupType::Symmetric || (type == GroupType::Single && maxLinks_ <= 1))
+        return Errc::LinkExists;
+    // An alternate device if we have one; else the same device: asymmetric.
+    Result<NewLink> made = provider_.create(std::span(&viaLocal.gid, 1));
     if (!made)
         return made.error();
+    GroupType newType =
+        made->local.gid == viaLocal.gid ? GroupType::AsymmetricLocal : GroupType::Symmetric;
+    if (type != GroupType::Single && newType != GroupType::Symmetric)
+        return Errc::LinkExists;
+    unsigned newSlot;
+    {
+        std::lock_guard lock(mutex_);
+        newSlot = altSlot(newType).value_or(kMaxLinks);
+    }
+    if (newSlot == kMaxLinks)
+        return Errc::LinkExists;
     const LinkAddress local = made->local;
     const llc::AddLink offer{false, 0,         local.mac, local.gid,   local.qpn,
                              0,     local.mtu, local.psn, std::nullopt};
@@ -601,6 +630,10 @@ Result<void> LinkGroup::serverAddLink(bool& offered)
     const auto& answer = std::get<llc::AddLink>(resp->body);
     if (answer.reject)
         return fail(refused());
+    // The peer answered from the device it already uses: it has no other.
+    if (type == GroupType::Single && newType == GroupType::Symmetric && answer.gid == viaPeer.gid &&
+        answer.mac == viaPeer.mac)
+        newType = GroupType::AsymmetricPeer;
     const LinkAddress far{answer.qpn, answer.psn, answer.gid, answer.mac, answer.mtu};
     Result<void> connected;
     {
@@ -646,12 +679,27 @@ Result<void> LinkGroup::serverAddLink(bool& offered)
                           llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
         return fail(confirmed.error());
     }
-    {
-        std::lock_guard lock(mutex_);
-        links_[newSlot].state = LinkState::Active;
-        setTypeLocked();
-    }
+    std::optional<unsigned> asymSlot = activate(newSlot, newType);
+    if (asymSlot) // a symmetric pair now: the asymmetric link goes (Linux)
+        failover(*asymSlot, true, llc::DeleteReason::NoAsymmetricNeeded);
     return {};
+}
+
+// The new link is ACTIVE with its type; returns the asymmetric link that a
+// new symmetric one makes unnecessary, if any.
+std::optional<unsigned> LinkGroup::activate(unsigned slot, GroupType newType)
+{
+    std::lock_guard lock(mutex_);
+    links_[slot].state = LinkState::Active;
+    links_[slot].asymmetric = newType != GroupType::Symmetric;
+    if (links_[slot].asymmetric)
+        asymKind_ = newType;
+    setTypeLocked();
+    if (newType == GroupType::Symmetric)
+        for (unsigned s = 0; s < kMaxLinks; ++s)
+            if (s != slot && links_[s].state == LinkState::Active && links_[s].asymmetric)
+                return s;
+    return std::nullopt;
 }
 
 bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
@@ -663,17 +711,35 @@ bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
         (void)send(via, {1, true, r});
         return false;
     };
-    std::optional<unsigned> slot;
+    GroupType type;
+    LinkAddress viaLocal, viaPeer;
     {
         std::lock_guard lock(mutex_);
-        if (req.mtu != 0)
-            slot = freeSlot();
+        type = type_;
+        viaLocal = links_[via].local;
+        viaPeer = links_[via].peer;
     }
-    if (!slot || maxLinks_ <= 1)
+    if (req.mtu == 0 || type == GroupType::Symmetric ||
+        (type == GroupType::Single && maxLinks_ <= 1))
         return reject();
+    // The server offers the device it already uses: it has no other one.
+    const bool peerSingle = req.gid == viaPeer.gid && req.mac == viaPeer.mac;
     const LinkAddress peer{req.qpn, req.psn, req.gid, req.mac, req.mtu};
-    Result<NewLink> joined = provider_.join(peer);
+    Result<NewLink> joined = provider_.join(peer, std::span(&viaLocal.gid, 1));
     if (!joined)
+        return reject();
+    const bool alternate = joined->local.gid != viaLocal.gid;
+    if (peerSingle && !alternate)
+        return reject(); // neither side has a second device (Linux)
+    const GroupType newType = peerSingle  ? GroupType::AsymmetricPeer
+                              : alternate ? GroupType::Symmetric
+                                          : GroupType::AsymmetricLocal;
+    std::optional<unsigned> slot;
+    if (type == GroupType::Single || newType == GroupType::Symmetric) {
+        std::lock_guard lock(mutex_);
+        slot = altSlot(newType);
+    }
+    if (!slot)
         return reject();
     const LinkAddress local = joined->local;
     const llc::AddLink mineOffer{false,      0,         local.mac, local.gid,   local.qpn,
@@ -689,7 +755,7 @@ bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
     // are done; then CONFIRM_LINK arrives on the new link.
     const std::vector<llc::RkeyPair> mine = ownRkeys(via, *slot);
     std::size_t sent = 0, peerLeft = 0;
-    bool first = true;
+    bool first = true, outOfSequence = false;
     Result<Message> next =
         exchange(via, {1, true, mineOffer}, via, Type::AddLinkCont, false, config_.timeouts.wait);
     for (;;) {
@@ -699,7 +765,7 @@ bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
         }
         const auto& pc = std::get<llc::AddLinkCont>(next->body);
         if (!inSequence(pc, first, peerLeft)) {
-            next = std::make_error_code(std::errc::protocol_error);
+            outOfSequence = true;
             break;
         }
         for (const llc::RkeyPair& p : pc.rkeys)
@@ -718,21 +784,19 @@ bool LinkGroup::clientAddLink(unsigned via, const llc::AddLink& req)
     }
     llc::ConfirmLink confirmed{local.mac, local.gid, local.qpn, req.linkId, {}, 0, 0};
     std::tie(confirmed.maxLinks, confirmed.maxConns) = limitsForWire();
-    if (!next || !send(*slot, {1, true, confirmed})) {
+    if (outOfSequence || !next || !send(*slot, {1, true, confirmed})) {
         (void)send(via, {1, false,
                          llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
         clearLink(*slot);
         return false;
     }
-    std::lock_guard lock(mutex_);
-    links_[*slot].state = LinkState::Active;
-    setTypeLocked();
+    (void)activate(*slot, newType); // the server deletes an asymmetric link itself
     return true;
 }
 
 // Move a link's connections to a survivor, tell the peer if we found out
 // first, and clear the link. The last link gone ends the group.
-void LinkGroup::failover(unsigned slot, bool tellPeer)
+void LinkGroup::failover(unsigned slot, bool tellPeer, llc::DeleteReason reason)
 {
     std::optional<unsigned> to;
     std::uint8_t linkId = 0;
@@ -762,7 +826,7 @@ void LinkGroup::failover(unsigned slot, bool tellPeer)
         return;
     }
     if (tellPeer) {
-        llc::DeleteLink del{false, true, linkId, llc::DeleteReason::LostPath};
+        llc::DeleteLink del{false, true, linkId, reason};
         (void)exchange(*to, {1, false, del}, *to, Type::DeleteLink, true, config_.timeouts.wait);
     }
     clearLink(slot);

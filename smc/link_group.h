@@ -56,10 +56,12 @@ class LinkProvider
 public:
     virtual ~LinkProvider() = default;
     // Server: a new link; it is connected (LlcChannel::connect) once the
-    // client's address comes back.
-    virtual Result<NewLink> create() = 0;
+    // client's address comes back. `avoid`: local GIDs (devices) the group
+    // already uses there: take another one if there is one (Linux's
+    // alternate device), else one of those.
+    virtual Result<NewLink> create(std::span<const llc::Gid> avoid) = 0;
     // Client: the far end of the server's new link at `peer`, connected.
-    virtual Result<NewLink> join(const LinkAddress& peer) = 0;
+    virtual Result<NewLink> join(const LinkAddress& peer, std::span<const llc::Gid> avoid) = 0;
 };
 
 struct LinkGroupConfig {
@@ -211,6 +213,7 @@ private:
         std::shared_ptr<LlcChannel> channel;
         std::shared_ptr<Registrar> registrar;
         LinkAddress local, peer;
+        bool asymmetric = false; // the group's asymmetric link (asymKind_)
         // Which attach of this slot a callback or a down belongs to: a slot
         // is reused, and its old channel may still report.
         std::uint64_t epoch = 0;
@@ -246,10 +249,12 @@ private:
     bool clientAddLink(unsigned slot, const llc::AddLink& req); // true: link up
     Result<void> serverAddLink(bool& offered);
     void remoteDeleteLink(unsigned slot, const llc::DeleteLink& req);
-    void failover(unsigned slot, bool tellPeer);
+    void failover(unsigned slot, bool tellPeer,
+                  llc::DeleteReason reason = llc::DeleteReason::LostPath);
     void clearLink(unsigned slot);
     std::optional<unsigned> survivor(unsigned excluding) const;
-    std::optional<unsigned> freeSlot() const;
+    std::optional<unsigned> altSlot(GroupType newType) const;
+    std::optional<unsigned> activate(unsigned slot, GroupType newType);
     std::optional<unsigned> slotOf(std::uint8_t linkId) const;
     std::vector<llc::RkeyPair> ownRkeys(unsigned from, unsigned to) const;
     Result<void> confirmRkey(const Connection& conn); // holding the flow
@@ -274,6 +279,7 @@ private:
     std::uint32_t nextToken_ = 1;
     std::uint8_t nextLinkId_ = 0;
     GroupType type_ = GroupType::None;
+    GroupType asymKind_ = GroupType::None; // what an asymmetric link makes the group
     Flow flow_ = Flow::None;
     Waiter* waiter_ = nullptr;
     // What the worker runs: a request from the peer, or (no request) a link

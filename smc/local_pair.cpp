@@ -10,10 +10,10 @@ namespace smc
 
 Result<void> startLocalPair(LinkGroup& server, LinkGroup& client, LinkProvider& provider)
 {
-    Result<NewLink> first = provider.create();
+    Result<NewLink> first = provider.create({});
     if (!first)
         return first.error();
-    Result<NewLink> far = provider.join(first->local);
+    Result<NewLink> far = provider.join(first->local, {});
     if (!far)
         return far.error();
     if (Result<void> r = first->channel->connect(far->local); !r)

@@ -138,21 +138,37 @@ RdmaLinkProvider::RdmaLinkProvider(rdma::Context context, rdma::LinkConfig confi
 {
 }
 
-Result<NewLink> RdmaLinkProvider::create()
+Result<NewLink> RdmaLinkProvider::create(std::span<const llc::Gid> avoid)
 {
+    rdma::LinkConfig config = config_;
+    if (config.gidIndex < 0) { // the first path not in `avoid`, else the first
+        Result<std::vector<int>> paths = context_.roceV2Ipv4Gids(config.port);
+        if (!paths)
+            return paths.error();
+        if (paths->empty())
+            return std::make_error_code(std::errc::address_not_available);
+        config.gidIndex = paths->front();
+        for (int index : *paths) {
+            Result<rdma::Gid> gid = context_.gid(config.port, index);
+            if (gid && std::find(avoid.begin(), avoid.end(), *gid) == avoid.end()) {
+                config.gidIndex = index;
+                break;
+            }
+        }
+    }
     Result<rdma::ProtectionDomain> pd = rdma::ProtectionDomain::create(context_);
     if (!pd)
         return pd.error();
-    Result<std::unique_ptr<RcChannel>> channel = RcChannel::create(context_, *pd, config_);
+    Result<std::unique_ptr<RcChannel>> channel = RcChannel::create(context_, *pd, config);
     if (!channel)
         return channel.error();
     const LinkAddress local = (*channel)->address();
     return NewLink{std::move(*channel), local, std::make_shared<rdma::RdmaRegistrar>(*pd)};
 }
 
-Result<NewLink> RdmaLinkProvider::join(const LinkAddress& peer)
+Result<NewLink> RdmaLinkProvider::join(const LinkAddress& peer, std::span<const llc::Gid> avoid)
 {
-    Result<NewLink> link = create();
+    Result<NewLink> link = create(avoid);
     if (!link)
         return link;
     if (Result<void> r = link->channel->connect(peer); !r)

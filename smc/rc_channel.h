@@ -55,14 +55,16 @@ private:
 
 // Makes links on one RDMA device port: each link an RC QP with its own
 // protection domain, and a registrar that gives every buffer a memory region
-// on it (Linux: one PD and one MR per buffer per link).
+// on it (Linux: one PD and one MR per buffer per link). Each RoCE v2 IPv4
+// GID of the port (one per IPv4 address) is a path the group may pick as an
+// alternate; `config.gidIndex` >= 0 pins one.
 class RdmaLinkProvider final : public LinkProvider
 {
 public:
     explicit RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config = {});
 
-    Result<NewLink> create() override;
-    Result<NewLink> join(const LinkAddress& peer) override;
+    Result<NewLink> create(std::span<const llc::Gid> avoid) override;
+    Result<NewLink> join(const LinkAddress& peer, std::span<const llc::Gid> avoid) override;
     const rdma::Context& context() const noexcept { return context_; }
 
 private:

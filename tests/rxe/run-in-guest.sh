@@ -67,8 +67,11 @@ fi
     echo 'set -u'
     echo 'modprobe rdma_rxe ib_uverbs dummy'
     echo 'ip link add dummy0 type dummy && ip link set dummy0 up'
-    # A guest-internal address: dummy0 reaches nothing outside this guest.
-    echo 'ip addr add 192.0.2.1/24 dev dummy0'
+    # Guest-internal addresses: dummy0 reaches nothing outside this guest.
+    # Two of them give rxe0 two RoCE v2 GIDs: two paths, so link groups see an
+    # alternate device and build symmetric links, as with two RNICs.
+    echo 'ip link set lo up'
+    echo 'ip addr add 192.0.2.1/24 dev dummy0 && ip addr add 192.0.2.2/24 dev dummy0'
     echo 'rdma link add rxe0 type rxe netdev dummy0 || exit 90'
     echo 'export SMC_RXE_GUEST=1'
     printf 'cd %q\n' "$build"

@@ -166,6 +166,69 @@ TEST(LinkGroup, ClientAsksForALinkWithReqAddLink)
     test::expectRtokensAgree(*p.server.group, *p.client.group, conns);
 }
 
+// Linux's device rules for a second link: neither side with a second device,
+// no second link; one side with one, an asymmetric link (in the last slot)
+// until a symmetric one can be had, which then replaces it.
+TEST(LinkGroup, NoSecondDeviceOnEitherSideStaysSingle)
+{
+    Pair p;
+    p.fabric.serverDevices = 1;
+    p.fabric.clientDevices = 1;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    EXPECT_EQ(p.server.group->addLink().error(), std::errc::connection_refused)
+        << "the client rejects: no alternate path";
+    for (LinkGroup* g : {p.server.group.get(), p.client.group.get()}) {
+        EXPECT_EQ(g->links().size(), 1u);
+        EXPECT_EQ(g->type(), GroupType::Single);
+    }
+}
+
+void asymmetricThenSymmetric(bool serverHasOneDevice)
+{
+    Pair p;
+    (serverHasOneDevice ? p.fabric.serverDevices : p.fabric.clientDevices) = 1;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
+    const GroupType local = GroupType::AsymmetricLocal, peer = GroupType::AsymmetricPeer;
+    EXPECT_EQ(p.server.group->type(), serverHasOneDevice ? local : peer);
+    EXPECT_EQ(p.client.group->type(), serverHasOneDevice ? peer : local);
+    const LinkGroup& asymLocal = serverHasOneDevice ? *p.server.group : *p.client.group;
+    EXPECT_EQ(asymLocal.links().back().slot, kMaxLinks - 1) << "asymmetric: the last slot";
+    std::vector<std::pair<Connection*, Connection*>> conns;
+    for (int i = 0; i < 4; ++i)
+        conns.push_back(p.connect());
+    // An asymmetric group takes only a symmetric link: the server finds no
+    // alternate device itself, or the client finds none and rejects.
+    const std::error_code noSymmetric = serverHasOneDevice
+                                            ? make_error_code(Errc::LinkExists)
+                                            : std::make_error_code(std::errc::connection_refused);
+    EXPECT_EQ(p.server.group->addLink().error(), noSymmetric);
+    EXPECT_EQ(p.server.group->links().size(), 2u);
+
+    (serverHasOneDevice ? p.fabric.serverDevices : p.fabric.clientDevices) = 2;
+    ASSERT_TRUE(p.server.group->addLink());
+    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s))
+        << "the asymmetric link is deleted once a symmetric pair exists";
+    EXPECT_EQ(p.server.group->type(), GroupType::Symmetric);
+    EXPECT_EQ(p.client.group->type(), GroupType::Symmetric);
+    test::expectRtokensAgree(*p.server.group, *p.client.group, conns);
+    for (auto [sc, cc] : conns) {
+        EXPECT_TRUE(test::writeToPeer(*p.server.group, *sc, *cc, 1));
+        EXPECT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 2));
+    }
+    EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
+}
+
+TEST(LinkGroup, ServerWithOneDeviceGetsAsymmetricLocal)
+{
+    asymmetricThenSymmetric(true);
+}
+
+TEST(LinkGroup, ClientWithOneDeviceGetsAsymmetricLocal)
+{
+    asymmetricThenSymmetric(false);
+}
+
 TEST(LinkGroup, AddLinkExchangesEveryRmbsRkeys)
 {
     Pair p;
