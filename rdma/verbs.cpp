@@ -2,6 +2,7 @@
 // libibverbs RAII wrappers and error normalisation.
 #include "rdma/verbs.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -136,16 +137,25 @@ Result<std::vector<int>> Context::roceV2Ipv4Gids(std::uint8_t portNum) const
     Result<PortInfo> p = port(portNum);
     if (!p)
         return p.error();
+    // One call for the valid entries of every port (a query per index costs
+    // a system call each, and RoCE tables have hundreds of empty slots).
+    ibv_device_attr device{};
+    if (int rc = ibv_query_device(get(), &device); rc != 0)
+        return returnedError(rc);
+    std::vector<ibv_gid_entry> entries(static_cast<std::size_t>(p->gidTableLength) *
+                                       std::max<int>(device.phys_port_cnt, 1));
+    const ssize_t n = ibv_query_gid_table(get(), entries.data(), entries.size(), 0);
+    if (n < 0)
+        return std::error_code(static_cast<int>(-n), std::generic_category());
     std::vector<int> out;
-    for (int i = 0; i < p->gidTableLength; ++i) {
-        ibv_gid_entry entry{};
-        if (ibv_query_gid_ex(get(), portNum, static_cast<std::uint32_t>(i), &entry, 0) != 0)
-            continue; // empty slots answer an error
+    for (ssize_t i = 0; i < n; ++i) {
+        const ibv_gid_entry& entry = entries[static_cast<std::size_t>(i)];
         Gid g;
         std::copy(std::begin(entry.gid.raw), std::end(entry.gid.raw), g.begin());
-        if (entry.gid_type == IBV_GID_TYPE_ROCE_V2 && isIpv4Mapped(g))
-            out.push_back(i);
+        if (entry.port_num == portNum && entry.gid_type == IBV_GID_TYPE_ROCE_V2 && isIpv4Mapped(g))
+            out.push_back(static_cast<int>(entry.gid_index));
     }
+    std::sort(out.begin(), out.end());
     return out;
 }
 
