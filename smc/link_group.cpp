@@ -233,12 +233,10 @@ std::optional<unsigned> LinkGroup::slotOf(std::uint8_t linkId) const
 
 void LinkGroup::setTypeLocked()
 {
-    unsigned active = 0;
+    const unsigned active = activeLocked();
     bool asymmetric = false;
-    for (const Link& l : links_) {
-        active += l.state == LinkState::Active;
+    for (const Link& l : links_)
         asymmetric |= l.state == LinkState::Active && l.asymmetric;
-    }
     type_ = active == 0   ? GroupType::None
             : active == 1 ? GroupType::Single
             : asymmetric  ? asymKind_
@@ -538,11 +536,8 @@ Result<void> LinkGroup::requestAddLink()
     {
         std::lock_guard lock(mutex_);
         via = survivor(kMaxLinks);
-        unsigned active = 0;
-        for (const Link& l : links_)
-            active += l.state == LinkState::Active;
         busy = reqAddLink_ != ReqAddLink::Idle; // another caller waits for its answer
-        if (via && active >= maxLinks_)
+        if (via && activeLocked() >= maxLinks_)
             via.reset();
         else if (via)
             req.gids.push_back(links_[*via].local.gid); // our candidate device
@@ -1323,6 +1318,11 @@ std::vector<LinkInfo> LinkGroup::links() const
 unsigned LinkGroup::activeLinks() const
 {
     std::lock_guard lock(mutex_);
+    return activeLocked();
+}
+
+unsigned LinkGroup::activeLocked() const
+{
     unsigned n = 0;
     for (const Link& l : links_)
         n += l.state == LinkState::Active;

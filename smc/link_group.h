@@ -254,6 +254,7 @@ private:
     void clearLink(unsigned slot);
     std::optional<unsigned> survivor(unsigned excluding) const;
     std::optional<unsigned> altSlot(GroupType newType) const;
+    unsigned activeLocked() const; // mutex_ held
     std::optional<unsigned> activate(unsigned slot, GroupType newType);
     std::optional<unsigned> slotOf(std::uint8_t linkId) const;
     std::vector<llc::RkeyPair> ownRkeys(unsigned from, unsigned to) const;
