@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "smc/inproc_fabric.h"
-#include "smc/local_pair.h"
-#include "smc/rc_channel.h"
+#include "smc/testing/inproc_fabric.h"
+#include "smc/testing/local_pair.h"
+#include "smc/transport/rc_channel.h"
 
 namespace
 {

@@ -190,7 +190,7 @@ public:
         }
         Buf b{MmapAllocator::instance().allocate(classBytes(cls)), 0};
         if (!b.memory)
-            die("bound: allocate", make_error_code(Errc::OutOfMemory));
+            die("bound: allocate", make_error_code(PoolErrc::OutOfMemory));
         if (kind == BufferKind::Rmb) {
             Result<DmbInfo> dmb = dev_.registerDmb(b.memory, classBytes(cls));
             if (!dmb)
@@ -257,7 +257,7 @@ double runCell(Column column, unsigned threads, double seconds, LoopbackIsm& dev
                     PrivateLists::Buf snd = lists.get(BufferKind::Sndbuf, cls);
                     std::memcpy(snd.memory.get(), request, sizeof request);
                     if (!dev.moveData(peer, kCdcHeader, {snd.memory.get(), sizeof request}, true))
-                        die("move_data", make_error_code(Errc::UnknownToken));
+                        die("move_data", make_error_code(IsmErrc::UnknownToken));
                     lists.put(BufferKind::Sndbuf, cls, std::move(snd));
                     lists.put(BufferKind::Rmb, cls, std::move(rmb));
                 } else {
@@ -267,7 +267,7 @@ double runCell(Column column, unsigned threads, double seconds, LoopbackIsm& dev
                         die("acquire", rmb ? snd.error() : rmb.error());
                     std::memcpy(snd->data(), request, sizeof request);
                     if (!dev.moveData(peer, kCdcHeader, {snd->data(), sizeof request}, true))
-                        die("move_data", make_error_code(Errc::UnknownToken));
+                        die("move_data", make_error_code(IsmErrc::UnknownToken));
                     if (Result<void> r = pool->release(*snd); !r)
                         die("release", r.error());
                     if (Result<void> r = pool->release(*rmb); !r)
@@ -433,7 +433,7 @@ void reuseHit(LoopbackIsm& dev)
             auto pair = [&] {
                 Result<BufferRef> b = pool->acquire(BufferKind::Sndbuf, kSizes[0]);
                 if (!b || !pool->release(*b))
-                    die("reuse", b ? make_error_code(Errc::DoubleRelease) : b.error());
+                    die("reuse", b ? make_error_code(PoolErrc::DoubleRelease) : b.error());
             };
             // Size batches to about 1 ms, so a 10,000-entry walk stays affordable.
             const auto probe = Clock::now();

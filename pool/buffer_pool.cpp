@@ -31,7 +31,7 @@ std::atomic<std::uint64_t> nextPoolId{1};
 
 bool isDowngradable(std::error_code ec) noexcept
 {
-    return ec == Errc::LimitReached || ec == Errc::OutOfMemory || ec == Errc::DmbLimitReached ||
+    return ec == PoolErrc::LimitReached || ec == PoolErrc::OutOfMemory ||
            ec == std::errc::not_enough_memory || ec == std::errc::no_space_on_device;
 }
 
@@ -283,7 +283,7 @@ Result<BufferDesc*> BufferPoolCore::create(ThreadState& t, BufferKind kind, unsi
         const std::uint64_t before = pooledTotal_.fetch_add(bytes, std::memory_order_relaxed);
         if (before + bytes > config_.memoryLimit) {
             pooledTotal_.fetch_sub(bytes, std::memory_order_relaxed);
-            return Errc::LimitReached;
+            return PoolErrc::LimitReached;
         }
     } else {
         pooledTotal_.fetch_add(bytes, std::memory_order_relaxed);
@@ -292,7 +292,7 @@ Result<BufferDesc*> BufferPoolCore::create(ThreadState& t, BufferKind kind, unsi
     BufferDesc* d = memory ? table_.claim() : nullptr;
     if (d == nullptr) {
         pooledTotal_.fetch_sub(bytes, std::memory_order_relaxed);
-        return memory ? Errc::TableFull : Errc::OutOfMemory;
+        return memory ? PoolErrc::TableFull : PoolErrc::OutOfMemory;
     }
 
     DescAccess::assign(*d, owner_, kind, cls, std::move(memory));
@@ -371,7 +371,7 @@ Result<BufferRef> BufferPoolCore::acquireSlow(ThreadState& t, BufferKind kind, s
     KindCounters& counters = t.counters[static_cast<unsigned>(kind)];
     if (bytes - 1 >= maxBytes_) { // 0 wraps around
         bump(counters.failures);
-        return Errc::InvalidSize;
+        return PoolErrc::InvalidSize;
     }
     const unsigned cls = compressBufferSize(bytes, config_.tech);
 
@@ -420,9 +420,9 @@ Result<void> BufferPoolCore::release(BufferRef ref)
 {
     BufferDesc* d = ref.desc();
     if (d == nullptr)
-        return Errc::InvalidBuffer;
+        return PoolErrc::InvalidBuffer;
     if (DescAccess::pool(*d) != owner_)
-        return Errc::ForeignBuffer;
+        return PoolErrc::ForeignBuffer;
     // Only the holder of the current lease may release, so a load and a
     // store suffice (no locked instruction): a second or stale release sees
     // another state and fails without touching the buffer. Even two threads
@@ -431,7 +431,7 @@ Result<void> BufferPoolCore::release(BufferRef ref)
     auto& state = DescAccess::state(*d);
     if (state.load(std::memory_order_acquire) !=
         DescAccess::pack(ref.generation(), DescAccess::kUsed))
-        return Errc::DoubleRelease;
+        return PoolErrc::DoubleRelease;
     // Read what putBack needs while the buffer is still ours: once it is
     // Free, another thread may claim it (and even free it).
     const BufferKind kind = d->kind();
@@ -456,12 +456,12 @@ void BufferPoolCore::unregisterAll(unsigned link) noexcept
 Result<void> BufferPoolCore::addLink(unsigned link)
 {
     if (config_.tech == Tech::SmcD)
-        return Errc::NotSupported;
+        return PoolErrc::NotSupported;
     if (link >= kMaxLinks)
-        return Errc::InvalidLink;
+        return PoolErrc::InvalidLink;
     std::lock_guard lock(linkMutex_);
     if ((usable_.load() | adding_.load()) & bit(link))
-        return Errc::LinkExists;
+        return PoolErrc::LinkExists;
     std::vector<BufferDesc*> claimed;
     claimed.reserve(config_.maxDescriptors); // no allocation once slots are Busy
 
@@ -509,12 +509,12 @@ Result<void> BufferPoolCore::addLink(unsigned link)
 Result<void> BufferPoolCore::removeLink(unsigned link)
 {
     if (config_.tech == Tech::SmcD)
-        return Errc::NotSupported;
+        return PoolErrc::NotSupported;
     if (link >= kMaxLinks)
-        return Errc::InvalidLink;
+        return PoolErrc::InvalidLink;
     std::lock_guard lock(linkMutex_);
     if (!(usable_.load() & bit(link)))
-        return Errc::NoSuchLink;
+        return PoolErrc::NoSuchLink;
     usable_.fetch_and(~bit(link), std::memory_order_seq_cst);
     synchronize();
     policy_->lockForLinkChange();
@@ -589,7 +589,7 @@ Result<std::unique_ptr<BufferPool>> BufferPool::create(const PoolConfig& config,
         pool->core_->setOwner(pool.get());
         return pool;
     } catch (const std::bad_alloc&) {
-        return Errc::OutOfMemory;
+        return PoolErrc::OutOfMemory;
     }
 }
 
@@ -601,7 +601,7 @@ Result<BufferRef> BufferPool::acquire(BufferKind kind, std::size_t bytes) noexce
     try {
         return core_->acquire(kind, bytes);
     } catch (const std::bad_alloc&) {
-        return Errc::OutOfMemory;
+        return PoolErrc::OutOfMemory;
     }
 }
 
@@ -611,7 +611,7 @@ Result<void> BufferPool::release(BufferRef buffer) noexcept
         return core_->release(buffer);
     } catch (const std::bad_alloc&) {
         // Only the first call from a new thread allocates (its ThreadState).
-        return Errc::OutOfMemory;
+        return PoolErrc::OutOfMemory;
     }
 }
 
@@ -620,7 +620,7 @@ Result<void> BufferPool::addLink(unsigned link)
     try {
         return core_->addLink(link);
     } catch (const std::bad_alloc&) {
-        return Errc::OutOfMemory;
+        return PoolErrc::OutOfMemory;
     }
 }
 

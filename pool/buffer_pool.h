@@ -6,11 +6,11 @@
 #include <memory>
 #include <vector>
 
+#include "base/result.h"
 #include "pool/buffer_desc.h"
 #include "pool/errors.h"
 #include "pool/page_allocator.h"
 #include "pool/registrar.h"
-#include "pool/result.h"
 #include "pool/size_class.h"
 #include "pool/stats.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Messages of smc-core's error category.
+// Messages of the pool's error category.
 #include "pool/errors.h"
 
 #include <string>
@@ -9,54 +9,48 @@ namespace smc
 namespace
 {
 
-class SmcCategory final : public std::error_category
+class PoolCategory final : public std::error_category
 {
 public:
-    const char* name() const noexcept override { return "smc"; }
+    const char* name() const noexcept override { return "smc.pool"; }
 
     std::string message(int value) const override
     {
-        switch (static_cast<Errc>(value)) {
-        case Errc::InvalidSize:
+        switch (static_cast<PoolErrc>(value)) {
+        case PoolErrc::InvalidSize:
             return "buffer size must be between 1 byte and the largest size class";
-        case Errc::LimitReached:
+        case PoolErrc::LimitReached:
             return "the pool's memory limit is reached";
-        case Errc::OutOfMemory:
+        case PoolErrc::OutOfMemory:
             return "out of memory for buffers, even at the smallest size class";
-        case Errc::RegistrationFailed:
+        case PoolErrc::RegistrationFailed:
             return "buffer registration failed";
-        case Errc::DoubleRelease:
+        case PoolErrc::DoubleRelease:
             return "buffer released twice (or released by a former owner)";
-        case Errc::ForeignBuffer:
+        case PoolErrc::ForeignBuffer:
             return "buffer belongs to another pool";
-        case Errc::InvalidBuffer:
+        case PoolErrc::InvalidBuffer:
             return "not a buffer acquired from a pool";
-        case Errc::TableFull:
+        case PoolErrc::TableFull:
             return "the pool holds its maximum number of buffer descriptors";
-        case Errc::NotSupported:
+        case PoolErrc::NotSupported:
             return "operation not supported here";
-        case Errc::InvalidLink:
+        case PoolErrc::InvalidLink:
             return "link index out of range (0..2)";
-        case Errc::LinkExists:
+        case PoolErrc::LinkExists:
             return "link index already in use";
-        case Errc::NoSuchLink:
+        case PoolErrc::NoSuchLink:
             return "no link with that index";
-        case Errc::DmbLimitReached:
-            return "the ISM device has no free DMB slot";
-        case Errc::UnknownToken:
-            return "no DMB is registered under that token";
-        case Errc::OutOfBounds:
-            return "access beyond the end of the DMB";
         }
-        return "unknown smc error " + std::to_string(value);
+        return "unknown pool error " + std::to_string(value);
     }
 };
 
 } // namespace
 
-const std::error_category& smcCategory() noexcept
+const std::error_category& poolCategory() noexcept
 {
-    static const SmcCategory category;
+    static const PoolCategory category;
     return category;
 }
 

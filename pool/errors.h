@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The error codes smc-core reports, in their own std::error_category.
+// The pool's error codes (acquire, release, links of a pool), in their own std::error_category.
 #pragma once
 
 #include <system_error>
@@ -7,7 +7,7 @@
 namespace smc
 {
 
-enum class Errc {
+enum class PoolErrc {
     InvalidSize = 1,    // a buffer size of 0, or above the largest size class
     LimitReached,       // the pool's memory limit leaves no room, even after downgrading
     OutOfMemory,        // the page allocator failed for every class down to 16 KiB
@@ -20,19 +20,16 @@ enum class Errc {
     InvalidLink,        // a link index outside 0..2
     LinkExists,         // the link index is already in use
     NoSuchLink,         // the link index is not in use
-    DmbLimitReached,    // the ISM device has no free DMB slot
-    UnknownToken,       // no DMB is registered under that token
-    OutOfBounds,        // a DMB access beyond its end
 };
 
-const std::error_category& smcCategory() noexcept;
+const std::error_category& poolCategory() noexcept;
 
-inline std::error_code make_error_code(Errc e) noexcept
+inline std::error_code make_error_code(PoolErrc e) noexcept
 {
-    return {static_cast<int>(e), smcCategory()};
+    return {static_cast<int>(e), poolCategory()};
 }
 
 } // namespace smc
 
-template <> struct std::is_error_code_enum<smc::Errc> : std::true_type {
+template <> struct std::is_error_code_enum<smc::PoolErrc> : std::true_type {
 };

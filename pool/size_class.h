@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/result.h"
 #include "pool/errors.h"
-#include "pool/result.h"
 
 namespace smc
 {
@@ -47,7 +47,7 @@ constexpr unsigned compressBufferSize(std::size_t bytes, Tech tech) noexcept
 inline Result<unsigned> sizeClassFor(std::size_t bytes, Tech tech) noexcept
 {
     if (bytes == 0 || bytes > classBytes(maxSizeClass(tech)))
-        return Errc::InvalidSize;
+        return PoolErrc::InvalidSize;
     return compressBufferSize(bytes, tech);
 }
 

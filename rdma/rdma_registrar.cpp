@@ -24,14 +24,14 @@ void RdmaRegistrar::clearLink(unsigned link)
 std::error_code RdmaRegistrar::registerBuffer(BufferDesc& desc, unsigned link)
 {
     if (link >= kMaxLinks)
-        return Errc::InvalidLink;
+        return PoolErrc::InvalidLink;
     std::optional<ProtectionDomain> pd;
     {
         std::lock_guard lock(mutex_);
         pd = links_[link];
     }
     if (!pd)
-        return Errc::NoSuchLink;
+        return PoolErrc::NoSuchLink;
     const int access = desc.kind() == BufferKind::Rmb
                            ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
                            : IBV_ACCESS_LOCAL_WRITE;

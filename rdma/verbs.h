@@ -12,7 +12,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "pool/result.h"
+#include "base/result.h"
 
 namespace smc::rdma
 {

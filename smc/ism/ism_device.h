@@ -8,8 +8,8 @@
 #include <memory>
 #include <span>
 
-#include "pool/errors.h"
-#include "pool/result.h"
+#include "base/result.h"
+#include "smc/ism/ism_errors.h"
 
 namespace smc
 {

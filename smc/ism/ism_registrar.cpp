@@ -10,7 +10,7 @@ namespace smc
 std::error_code IsmRegistrar::registerBuffer(BufferDesc& desc, unsigned link)
 {
     if (link != 0)
-        return Errc::InvalidLink;
+        return PoolErrc::InvalidLink;
     if (desc.kind() != BufferKind::Rmb)
         return {};
     Result<DmbInfo> dmb = device_.registerDmb(desc.memory(), desc.size());

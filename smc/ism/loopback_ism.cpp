@@ -70,7 +70,7 @@ Result<DmbInfo> LoopbackIsm::registerDmb(std::shared_ptr<std::byte> memory, std:
         return std::make_error_code(std::errc::invalid_argument);
     std::lock_guard lock(mutex_);
     if (freeIndexes_.empty())
-        return Errc::DmbLimitReached;
+        return IsmErrc::DmbLimitReached;
     const std::uint32_t index = freeIndexes_.back();
     freeIndexes_.pop_back();
     Slot& slot = slots_[index];
@@ -97,7 +97,7 @@ Result<void> LoopbackIsm::unregisterDmb(DmbToken token)
     std::unique_lock lock(mutex_);
     Slot* slot = find(token);
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
-        return Errc::UnknownToken;
+        return IsmErrc::UnknownToken;
     // Refuse new writers, then wait for the ones inside moveData. Attached
     // peers keep their own reference to the memory.
     slot->token.store(0, std::memory_order_seq_cst);
@@ -116,7 +116,7 @@ Result<DmbAttachment> LoopbackIsm::attachDmb(DmbToken token)
     std::lock_guard lock(mutex_);
     Slot* slot = find(token);
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
-        return Errc::UnknownToken;
+        return IsmErrc::UnknownToken;
     ++slot->attached;
     return DmbAttachment(this, token, slot->memory, slot->size);
 }
@@ -143,15 +143,15 @@ Result<void> LoopbackIsm::moveData(DmbToken token, std::size_t offset,
 {
     Slot* slot = find(token);
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
-        return Errc::UnknownToken; // cheap refusal that does not hold up unregister
+        return IsmErrc::UnknownToken; // cheap refusal that does not hold up unregister
     // Announce ourselves before checking the token; unregister does the
     // opposite, so one of the two always sees the other.
     slot->users.fetch_add(1, std::memory_order_seq_cst);
     Result<void> result;
     if (slot->token.load(std::memory_order_seq_cst) != token) {
-        result = Errc::UnknownToken;
+        result = IsmErrc::UnknownToken;
     } else if (offset > slot->size || data.size() > slot->size - offset) {
-        result = Errc::OutOfBounds;
+        result = IsmErrc::OutOfBounds;
     } else {
         if (!data.empty())
             std::memcpy(slot->data + offset, data.data(), data.size());

@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "pool/result.h"
+#include "base/result.h"
 
 namespace smc::llc
 {

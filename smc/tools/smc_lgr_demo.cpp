@@ -11,12 +11,12 @@
 #include <thread>
 #include <vector>
 
-#include "smc/inproc_fabric.h"
+#include "smc/core/link_group_manager.h"
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/loopback_ism.h"
-#include "smc/link_group_manager.h"
-#include "smc/local_pair.h"
-#include "smc/rc_channel.h"
+#include "smc/testing/inproc_fabric.h"
+#include "smc/testing/local_pair.h"
+#include "smc/transport/rc_channel.h"
 
 namespace
 {

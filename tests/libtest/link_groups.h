@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "smc/link_group.h"
-#include "smc/local_pair.h"
+#include "smc/core/link_group.h"
+#include "smc/testing/local_pair.h"
 
 namespace smc::test
 {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "smc/rc_channel.h"
+#include "smc/transport/rc_channel.h"
 #include "tests/libtest/link_groups.h"
 
 namespace smc

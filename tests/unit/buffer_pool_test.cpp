@@ -114,7 +114,7 @@ TYPED_TEST(BufferPoolTest, InvalidSizesAreClearErrors)
     for (std::size_t bytes : {std::size_t{0}, classBytes(kMaxClassSmcR) + 1}) {
         Result<BufferRef> b = pool->acquire(BufferKind::Rmb, bytes);
         ASSERT_FALSE(b);
-        EXPECT_EQ(b.error(), Errc::InvalidSize);
+        EXPECT_EQ(b.error(), PoolErrc::InvalidSize);
     }
     EXPECT_EQ(pool->stats().rmb.failures, 2u);
     EXPECT_EQ(pool->stats().rmb.descriptors, 0u);
@@ -147,7 +147,7 @@ TYPED_TEST(BufferPoolTest, OutOfMemoryAtEveryClassIsAnError)
     this->allocator_.failFrom = 1;
     Result<BufferRef> b = pool->acquire(BufferKind::Sndbuf, 65536);
     ASSERT_FALSE(b);
-    EXPECT_EQ(b.error(), Errc::OutOfMemory);
+    EXPECT_EQ(b.error(), PoolErrc::OutOfMemory);
     PoolStats s = pool->stats();
     EXPECT_EQ(s.sndbuf.failures, 1u);
     EXPECT_EQ(s.sndbuf.descriptors, 0u);
@@ -163,7 +163,7 @@ TYPED_TEST(BufferPoolTest, MemoryLimitIsAClearErrorAndLeaksNothing)
     ASSERT_TRUE(big);
     Result<BufferRef> more = pool->acquire(BufferKind::Sndbuf, 16384);
     ASSERT_FALSE(more);
-    EXPECT_EQ(more.error(), Errc::LimitReached);
+    EXPECT_EQ(more.error(), PoolErrc::LimitReached);
     EXPECT_EQ(this->allocator_.live.load(), 64u * 1024);
     PoolStats s = pool->stats();
     EXPECT_EQ(s.rmb.pooledBytes + s.sndbuf.pooledBytes, 64u * 1024);
@@ -230,7 +230,7 @@ TYPED_TEST(BufferPoolTest, DoubleReleaseIsRefusedWithoutHarm)
     Result<BufferRef> b = pool->acquire(BufferKind::Rmb, 16384);
     ASSERT_TRUE(b);
     EXPECT_TRUE(pool->release(*b));
-    EXPECT_EQ(pool->release(*b).error(), Errc::DoubleRelease);
+    EXPECT_EQ(pool->release(*b).error(), PoolErrc::DoubleRelease);
     EXPECT_EQ(pool->stats().rmb.releases, 1u);
 
     // A stale lease cannot release the buffer from its new owner.
@@ -238,7 +238,7 @@ TYPED_TEST(BufferPoolTest, DoubleReleaseIsRefusedWithoutHarm)
     ASSERT_TRUE(owner);
     ASSERT_EQ(owner->desc(), b->desc());
     std::memset(owner->data(), 0x5a, 64);
-    EXPECT_EQ(pool->release(*b).error(), Errc::DoubleRelease);
+    EXPECT_EQ(pool->release(*b).error(), PoolErrc::DoubleRelease);
     EXPECT_EQ(owner->data()[0], std::byte{0x5a});
     Result<BufferRef> other = pool->acquire(BufferKind::Rmb, 16384);
     ASSERT_TRUE(other);
@@ -254,8 +254,8 @@ TYPED_TEST(BufferPoolTest, ForeignAndInvalidBuffersAreRefused)
     auto b = this->makePool();
     Result<BufferRef> buf = a->acquire(BufferKind::Sndbuf, 16384);
     ASSERT_TRUE(buf);
-    EXPECT_EQ(b->release(*buf).error(), Errc::ForeignBuffer);
-    EXPECT_EQ(b->release(BufferRef{}).error(), Errc::InvalidBuffer);
+    EXPECT_EQ(b->release(*buf).error(), PoolErrc::ForeignBuffer);
+    EXPECT_EQ(b->release(BufferRef{}).error(), PoolErrc::InvalidBuffer);
     EXPECT_EQ(b->stats().sndbuf.releases, 0u);
     EXPECT_TRUE(a->release(*buf)) << "the real owner still can";
 }
@@ -325,13 +325,13 @@ TYPED_TEST(BufferPoolTest, AddLinkRegistersEveryBufferAndRemoveLinkUndoesIt)
     EXPECT_EQ(this->registrar_.liveOn(1), held.size());
     for (const BufferRef& b : held)
         EXPECT_TRUE(b->isRegistered(1) && this->registrar_.isRegistered(b.desc(), 1));
-    EXPECT_EQ(pool->addLink(1).error(), Errc::LinkExists);
-    EXPECT_EQ(pool->addLink(3).error(), Errc::InvalidLink);
+    EXPECT_EQ(pool->addLink(1).error(), PoolErrc::LinkExists);
+    EXPECT_EQ(pool->addLink(3).error(), PoolErrc::InvalidLink);
 
     ASSERT_TRUE(pool->removeLink(0));
     EXPECT_EQ(pool->linkMask(), 0b010u);
     EXPECT_EQ(this->registrar_.liveOn(0), 0u);
-    EXPECT_EQ(pool->removeLink(0).error(), Errc::NoSuchLink);
+    EXPECT_EQ(pool->removeLink(0).error(), PoolErrc::NoSuchLink);
     for (std::size_t i = 1; i < held.size(); ++i)
         ASSERT_TRUE(pool->release(held[i]));
 }
@@ -365,11 +365,11 @@ TYPED_TEST(BufferPoolTest, SmcDPoolHasNoLinksAndCapsAtOneMiB)
     PoolConfig config;
     config.tech = Tech::SmcD;
     auto pool = this->makePool(config);
-    EXPECT_EQ(pool->addLink(1).error(), Errc::NotSupported);
+    EXPECT_EQ(pool->addLink(1).error(), PoolErrc::NotSupported);
     Result<BufferRef> max = pool->acquire(BufferKind::Rmb, 1 << 20);
     ASSERT_TRUE(max);
     EXPECT_TRUE(max->desc()->isRegistered(0)) << "the device is link 0";
-    EXPECT_EQ(pool->acquire(BufferKind::Rmb, (1 << 20) + 1).error(), Errc::InvalidSize);
+    EXPECT_EQ(pool->acquire(BufferKind::Rmb, (1 << 20) + 1).error(), PoolErrc::InvalidSize);
     EXPECT_TRUE(pool->release(*max));
 }
 
@@ -435,7 +435,7 @@ TEST(BufferPoolConfig, TableFullIsAClearError)
     ASSERT_TRUE(a && b);
     Result<BufferRef> c = pool->acquire(BufferKind::Rmb, 16384);
     ASSERT_FALSE(c);
-    EXPECT_EQ(c.error(), Errc::TableFull);
+    EXPECT_EQ(c.error(), PoolErrc::TableFull);
     EXPECT_TRUE(pool->release(*a));
     EXPECT_TRUE(pool->release(*b));
 }

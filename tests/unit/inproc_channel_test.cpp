@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The in-process LLC channel: ordered delivery both ways, injected faults, link down once.
-#include "smc/inproc_channel.h"
+#include "smc/transport/inproc_channel.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -23,7 +23,7 @@ struct Inbox {
     std::vector<std::vector<std::byte>> got;
     std::atomic<int> downs{0};
 
-    LlcChannel::Callbacks callbacks()
+    LinkChannel::Callbacks callbacks()
     {
         return {[this](std::vector<std::byte> m) {
                     {

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Two link groups (server and client) over in-process links: first link, ADD_LINK with the
 // ADD_LINK_CONT rkey exchange, failover, orderly delete, TEST_LINK, RKEY flows, faults.
-#include "smc/inproc_fabric.h"
-#include "smc/link_group.h"
-#include "smc/link_group_manager.h"
+#include "smc/core/link_group.h"
+#include "smc/core/link_group_manager.h"
+#include "smc/llc/link_errors.h"
+#include "smc/testing/inproc_fabric.h"
 
 #include <thread>
 #include <tuple>
@@ -109,7 +110,7 @@ TEST(LinkGroup, ConfirmLinkNegotiatesTheSmallerLimits)
         EXPECT_EQ(g->maxLinks(), 1u);
         EXPECT_EQ(g->maxConns(), 32u);
     }
-    EXPECT_EQ(p.server.group->addLink().error(), Errc::LinkExists) << "no room for a 2nd link";
+    EXPECT_EQ(p.server.group->addLink().error(), LinkErrc::NoLinkRoom) << "no room for a 2nd link";
     EXPECT_EQ(p.server.group->links().size(), 1u);
     EXPECT_EQ(p.server.group->type(), GroupType::Single);
     for (int i = 0; i < 32; ++i)
@@ -145,8 +146,8 @@ TEST(LinkGroup, ClientAsksForALinkWithReqAddLink)
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
-    EXPECT_EQ(p.client.group->requestAddLink().error(), Errc::LinkExists) << "at max links";
-    EXPECT_EQ(p.server.group->requestAddLink().error(), Errc::NotSupported);
+    EXPECT_EQ(p.client.group->requestAddLink().error(), LinkErrc::NoLinkRoom) << "at max links";
+    EXPECT_EQ(p.server.group->requestAddLink().error(), LinkErrc::WrongRole);
     ASSERT_TRUE(p.server.group->deleteLink(p.server.group->links().back().slot));
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 1; }));
     std::vector<std::pair<Connection*, Connection*>> conns;
@@ -200,7 +201,7 @@ void asymmetricThenSymmetric(bool serverHasOneDevice)
     // An asymmetric group takes only a symmetric link: the server finds no
     // alternate device itself, or the client finds none and rejects.
     const std::error_code noSymmetric = serverHasOneDevice
-                                            ? make_error_code(Errc::LinkExists)
+                                            ? make_error_code(LinkErrc::NoLinkRoom)
                                             : std::make_error_code(std::errc::connection_refused);
     EXPECT_EQ(p.server.group->addLink().error(), noSymmetric);
     EXPECT_EQ(p.server.group->links().size(), 2u);
@@ -308,7 +309,7 @@ TEST(LinkGroup, OrderlyDeleteKeepsConnections)
         EXPECT_TRUE(test::writeToPeer(*p.server.group, *s, *c, 9));
         EXPECT_TRUE(test::writeToPeer(*p.client.group, *c, *s, 9));
     }
-    EXPECT_EQ(p.server.group->deleteLink(2).error(), Errc::NoSuchLink);
+    EXPECT_EQ(p.server.group->deleteLink(2).error(), LinkErrc::NoSuchLink);
 }
 
 TEST(LinkGroup, MissedTestLinkTakesTheLinkDown)

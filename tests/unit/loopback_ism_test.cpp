@@ -82,9 +82,9 @@ TEST(LoopbackIsm, MoveDataWritesAtTheOffsetAndSignals)
     EXPECT_EQ(irqs, (std::vector<std::uint32_t>{dmb->index, dmb->index}));
 
     // Out of bounds: refused, nothing written.
-    EXPECT_EQ(dev.moveData(dmb->token, 16384 - 10, data, false).error(), Errc::OutOfBounds);
+    EXPECT_EQ(dev.moveData(dmb->token, 16384 - 10, data, false).error(), IsmErrc::OutOfBounds);
     EXPECT_EQ(dev.moveData(dmb->token, std::size_t{1} << 62, data, false).error(),
-              Errc::OutOfBounds);
+              IsmErrc::OutOfBounds);
     EXPECT_EQ(mem.get()[16383], std::byte{0});
     EXPECT_TRUE(dev.unregisterDmb(dmb->token));
 }
@@ -103,11 +103,11 @@ TEST(LoopbackIsm, StaleTokenIsRejectedAfterUnregister)
     EXPECT_NE(second->token, stale);
 
     const std::byte b{1};
-    EXPECT_EQ(dev.moveData(stale, 0, {&b, 1}, true).error(), Errc::UnknownToken);
-    EXPECT_EQ(dev.attachDmb(stale).error(), Errc::UnknownToken);
-    EXPECT_EQ(dev.unregisterDmb(stale).error(), Errc::UnknownToken);
-    EXPECT_EQ(dev.signal(stale).error(), Errc::UnknownToken);
-    EXPECT_EQ(dev.moveData(0, 0, {&b, 1}, false).error(), Errc::UnknownToken);
+    EXPECT_EQ(dev.moveData(stale, 0, {&b, 1}, true).error(), IsmErrc::UnknownToken);
+    EXPECT_EQ(dev.attachDmb(stale).error(), IsmErrc::UnknownToken);
+    EXPECT_EQ(dev.unregisterDmb(stale).error(), IsmErrc::UnknownToken);
+    EXPECT_EQ(dev.signal(stale).error(), IsmErrc::UnknownToken);
+    EXPECT_EQ(dev.moveData(0, 0, {&b, 1}, false).error(), IsmErrc::UnknownToken);
     EXPECT_EQ(second->data[0], std::byte{0}) << "nothing landed in the new DMB";
     EXPECT_TRUE(dev.unregisterDmb(second->token));
 }
@@ -144,7 +144,7 @@ TEST(LoopbackIsm, The5001stDmbIsAClearError)
     EXPECT_EQ(dev.dmbCount(), 5000u);
     Result<DmbInfo> extra = dev.registerDmb(mem, 16384);
     ASSERT_FALSE(extra);
-    EXPECT_EQ(extra.error(), Errc::DmbLimitReached);
+    EXPECT_EQ(extra.error(), IsmErrc::DmbLimitReached);
     EXPECT_NE(extra.error().message().find("DMB"), std::string::npos);
     std::sort(tokens.begin(), tokens.end());
     EXPECT_EQ(std::adjacent_find(tokens.begin(), tokens.end()), tokens.end()) << "unique tokens";
@@ -183,7 +183,7 @@ TEST(LoopbackIsm, SmcDPoolMakesRmbsDmbs)
     ASSERT_TRUE(pool->release(*snd));
     pool.reset();
     EXPECT_EQ(dev.dmbCount(), 0u) << "pool teardown unregisters its DMBs";
-    EXPECT_EQ(dev.moveData(token, 0, data, false).error(), Errc::UnknownToken);
+    EXPECT_EQ(dev.moveData(token, 0, data, false).error(), IsmErrc::UnknownToken);
 }
 
 TEST(LoopbackIsm, SmcDPoolReportsTheDmbLimit)
@@ -201,7 +201,7 @@ TEST(LoopbackIsm, SmcDPoolReportsTheDmbLimit)
     }
     Result<BufferRef> extra = pool->acquire(BufferKind::Rmb, 16384);
     ASSERT_FALSE(extra);
-    EXPECT_EQ(extra.error(), Errc::DmbLimitReached);
+    EXPECT_EQ(extra.error(), IsmErrc::DmbLimitReached);
     PoolStats s = pool->stats();
     EXPECT_EQ(s.rmb.descriptors, LoopbackIsm::kMaxDmbs);
     EXPECT_EQ(s.rmb.freed, 1u) << "the buffer the device refused is freed";

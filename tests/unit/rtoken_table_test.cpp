@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // RtokenTable: Linux's add/set/delete semantics, duplicates, full table, link clearing.
-#include "smc/rtoken_table.h"
+#include "smc/llc/rtoken_table.h"
 
 #include <gtest/gtest.h>
 
-#include "pool/errors.h"
+#include "smc/llc/link_errors.h"
 
 namespace smc
 {
@@ -66,7 +66,7 @@ TEST(RtokenTable, FullTableIsAClearError)
         ASSERT_TRUE(t.add(0, {i + 1, i}));
     EXPECT_TRUE(t.full());
     EXPECT_EQ(t.add(0, {1000, 1}).error(), std::errc::no_buffer_space);
-    EXPECT_EQ(t.add(3, {1, 1}).error(), Errc::InvalidLink);
+    EXPECT_EQ(t.add(3, {1, 1}).error(), LinkErrc::InvalidSlot);
 }
 
 } // namespace

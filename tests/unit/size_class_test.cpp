@@ -26,7 +26,7 @@ void checkEdges(Tech tech, std::initializer_list<Edge> edges)
         Result<unsigned> cls = sizeClassFor(e.bytes, tech);
         if (e.expectedClass < 0) {
             ASSERT_FALSE(cls) << e.bytes;
-            EXPECT_EQ(cls.error(), Errc::InvalidSize) << e.bytes;
+            EXPECT_EQ(cls.error(), PoolErrc::InvalidSize) << e.bytes;
             EXPECT_FALSE(cls.error().message().empty());
         } else {
             ASSERT_TRUE(cls) << e.bytes;

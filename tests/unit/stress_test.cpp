@@ -160,7 +160,7 @@ TYPED_TEST(StressTest, LimitedPoolNeverOvershootsAndNeverLeaks)
                 if (b)
                     EXPECT_TRUE(pool->release(*b));
                 else
-                    EXPECT_EQ(b.error(), Errc::LimitReached);
+                    EXPECT_EQ(b.error(), PoolErrc::LimitReached);
             }
         });
     }
@@ -186,7 +186,7 @@ TEST(LoopbackIsmStress, MoveDataRacesUnregisterSafely)
                 Result<void> r = dev.moveData(current.load(), i * sizeof data, data, true);
                 if (r)
                     ++landed;
-                else if (r.error() != Errc::UnknownToken)
+                else if (r.error() != IsmErrc::UnknownToken)
                     ADD_FAILURE() << r.error().message();
             }
         });

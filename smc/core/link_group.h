@@ -19,8 +19,8 @@
 
 #include "pool/buffer_pool.h"
 #include "smc/llc/llc_messages.h"
-#include "smc/llc_channel.h"
-#include "smc/rtoken_table.h"
+#include "smc/llc/rtoken_table.h"
+#include "smc/transport/link_provider.h"
 
 namespace smc
 {
@@ -39,29 +39,6 @@ struct LlcTimeouts {
     std::chrono::milliseconds wait{2000};      // every other LLC wait
     std::chrono::milliseconds flowStart{20000};
     std::chrono::milliseconds testLink{30000}; // TEST_LINK idle interval; 0 = off
-};
-
-// A link as the device side hands it over: its control channel, the address
-// the peer needs (for RDMA: QP number, PSN, GID) and how buffers are
-// registered on it (for RDMA: memory regions on the link's own PD).
-struct NewLink {
-    std::unique_ptr<LlcChannel> channel;
-    LinkAddress local;
-    std::shared_ptr<Registrar> registrar;
-};
-
-// Makes links: an RC QP pair on RoCE, or an in-process pair in tests.
-class LinkProvider
-{
-public:
-    virtual ~LinkProvider() = default;
-    // Server: a new link; it is connected (LlcChannel::connect) once the
-    // client's address comes back. `avoid`: local GIDs (devices) the group
-    // already uses there: take another one if there is one (Linux's
-    // alternate device), else one of those.
-    virtual Result<NewLink> create(std::span<const llc::Gid> avoid) = 0;
-    // Client: the far end of the server's new link at `peer`, connected.
-    virtual Result<NewLink> join(const LinkAddress& peer, std::span<const llc::Gid> avoid) = 0;
 };
 
 struct LinkGroupConfig {
@@ -210,7 +187,7 @@ private:
         LinkState state = LinkState::Unused;
         std::uint8_t linkId = 0;
         // Shared so the data path can write without holding the group lock.
-        std::shared_ptr<LlcChannel> channel;
+        std::shared_ptr<LinkChannel> channel;
         std::shared_ptr<Registrar> registrar;
         LinkAddress local, peer;
         bool asymmetric = false; // the group's asymmetric link (asymKind_)

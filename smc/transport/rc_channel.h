@@ -10,16 +10,16 @@
 #include <thread>
 
 #include "rdma/rc_link.h"
-#include "smc/link_group.h"
+#include "smc/transport/link_provider.h"
 
 namespace smc
 {
 
-// An LlcChannel over one RcLink. Messages are handed to the link group on a
+// An LinkChannel over one RcLink. Messages are handed to the link group on a
 // thread of the channel's own, never on the completion thread: a handler
 // that sends may wait for a send slot, and only the completion thread frees
 // one.
-class RcChannel final : public LlcChannel
+class RcChannel final : public LinkChannel
 {
 public:
     static Result<std::unique_ptr<RcChannel>>
@@ -63,8 +63,8 @@ class RdmaLinkProvider final : public LinkProvider
 public:
     explicit RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config = {});
 
-    Result<NewLink> create(std::span<const llc::Gid> avoid) override;
-    Result<NewLink> join(const LinkAddress& peer, std::span<const llc::Gid> avoid) override;
+    Result<NewLink> create(std::span<const Gid> avoid) override;
+    Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) override;
     const rdma::Context& context() const noexcept { return context_; }
 
 private:

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// InprocChannel: two connected LlcChannel ends in one process, with fault injection for tests.
+// InprocChannel: two connected LinkChannel ends in one process, with fault injection for tests.
 #pragma once
 
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-#include "smc/llc_channel.h"
+#include "smc/transport/link_channel.h"
 
 namespace smc
 {
@@ -26,7 +26,7 @@ struct Faults {
     std::atomic<int> delayMs{0}; // applies to every message while non-zero
 };
 
-class InprocChannel final : public LlcChannel
+class InprocChannel final : public LinkChannel
 {
 public:
     // A connected pair: what one end sends, the other receives, in order.

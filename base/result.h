@@ -11,6 +11,13 @@
 namespace smc
 {
 
+namespace detail
+{
+// value() on an error: a bug in the caller. It fails the same way in every
+// build type (message on stderr, then abort), never undefined behaviour.
+[[noreturn]] void badResultAccess(std::error_code error) noexcept;
+} // namespace detail
+
 // Errors are stored as (value, category) rather than a std::error_code, whose
 // default constructor calls the out-of-line std::system_category(): success
 // must cost nothing on the data path.
@@ -55,19 +62,20 @@ public:
     bool has_value() const noexcept { return value_.has_value(); }
     explicit operator bool() const noexcept { return has_value(); }
 
+    // Only on success: on an error these abort (detail::badResultAccess).
     T& value() &
     {
-        assert(has_value());
+        check();
         return *value_;
     }
     const T& value() const&
     {
-        assert(has_value());
+        check();
         return *value_;
     }
     T&& value() &&
     {
-        assert(has_value());
+        check();
         return std::move(*value_);
     }
     T& operator*() & { return value(); }
@@ -78,6 +86,12 @@ public:
     std::error_code error() const noexcept { return error_.get(); }
 
 private:
+    void check() const noexcept
+    {
+        if (!value_.has_value()) [[unlikely]]
+            detail::badResultAccess(error_.get());
+    }
+
     std::optional<T> value_;
     detail::ErrorStore error_;
 };

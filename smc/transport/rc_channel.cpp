@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // RcChannel: LLC messages over an RcLink with a delivery thread; RdmaLinkProvider: QP + PD links.
-#include "smc/rc_channel.h"
+#include "smc/transport/rc_channel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -101,7 +101,8 @@ void RcChannel::run()
 Result<void> RcChannel::send(std::span<const std::byte> message)
 {
     if (message.size() > rdma::kMessageSize)
-        return Errc::InvalidSize; // v2 messages over 44 bytes need the v2 buffers
+        return make_error_code(
+            std::errc::message_size); // v2 messages over 44 bytes need the v2 buffers
     rdma::ControlMessage m{};
     std::copy(message.begin(), message.end(), m.begin());
     return link_->send(m, kSlotWait);
@@ -138,7 +139,7 @@ RdmaLinkProvider::RdmaLinkProvider(rdma::Context context, rdma::LinkConfig confi
 {
 }
 
-Result<NewLink> RdmaLinkProvider::create(std::span<const llc::Gid> avoid)
+Result<NewLink> RdmaLinkProvider::create(std::span<const Gid> avoid)
 {
     rdma::LinkConfig config = config_;
     if (config.gidIndex < 0) { // the first path not in `avoid`, else the first
@@ -166,7 +167,7 @@ Result<NewLink> RdmaLinkProvider::create(std::span<const llc::Gid> avoid)
     return NewLink{std::move(*channel), local, std::make_shared<rdma::RdmaRegistrar>(*pd)};
 }
 
-Result<NewLink> RdmaLinkProvider::join(const LinkAddress& peer, std::span<const llc::Gid> avoid)
+Result<NewLink> RdmaLinkProvider::join(const LinkAddress& peer, std::span<const Gid> avoid)
 {
     Result<NewLink> link = create(avoid);
     if (!link)

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <utility>
 
-#include "smc/link_group.h"
+#include "smc/core/link_group.h"
 
 namespace smc
 {

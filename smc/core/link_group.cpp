@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // LinkGroup: first link, ADD_LINK with the ADD_LINK_CONT rkey exchange, DELETE_LINK,
 // CONFIRM_RKEY / DELETE_RKEY, TEST_LINK, failover and termination.
-#include "smc/link_group.h"
+#include "smc/core/link_group.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "pool/errors.h"
+#include "smc/core/conn_errors.h"
+#include "smc/llc/link_errors.h"
 
 namespace smc
 {
@@ -115,7 +117,7 @@ void LinkGroup::onTerminated(TerminationHandler handler)
 std::error_code LinkGroup::SlotRegistrar::registerBuffer(BufferDesc& desc, unsigned link)
 {
     Registrar* r = slots_[link].load();
-    return r ? r->registerBuffer(desc, link) : make_error_code(Errc::NoSuchLink);
+    return r ? r->registerBuffer(desc, link) : make_error_code(PoolErrc::NoSuchLink);
 }
 
 void LinkGroup::SlotRegistrar::unregisterBuffer(BufferDesc& desc, unsigned link) noexcept
@@ -128,7 +130,7 @@ std::error_code LinkGroup::SlotRegistrar::registerBuffers(std::span<BufferDesc* 
                                                           unsigned link)
 {
     Registrar* r = slots_[link].load();
-    return r ? r->registerBuffers(descs, link) : make_error_code(Errc::NoSuchLink);
+    return r ? r->registerBuffers(descs, link) : make_error_code(PoolErrc::NoSuchLink);
 }
 
 // The link takes `slot` (state ACTIVATING) and every buffer is registered on
@@ -143,7 +145,7 @@ Result<void> LinkGroup::attach(unsigned slot, NewLink link)
         link.channel->shutdown();
         return r;
     }
-    std::shared_ptr<LlcChannel> channel = std::move(link.channel);
+    std::shared_ptr<LinkChannel> channel = std::move(link.channel);
     std::uint64_t epoch;
     {
         std::lock_guard lock(mutex_);
@@ -174,7 +176,7 @@ Result<void> LinkGroup::attach(unsigned slot, NewLink link)
 
 void LinkGroup::clearLink(unsigned slot)
 {
-    std::shared_ptr<LlcChannel> channel;
+    std::shared_ptr<LinkChannel> channel;
     std::shared_ptr<Registrar> registrar;
     {
         std::lock_guard lock(mutex_);
@@ -248,7 +250,7 @@ void LinkGroup::setTypeLocked()
 Result<void> LinkGroup::send(unsigned slot, const Message& m)
 {
     const std::vector<std::byte> wire = llc::encode(m);
-    std::shared_ptr<LlcChannel> channel;
+    std::shared_ptr<LinkChannel> channel;
     {
         std::lock_guard lock(mutex_);
         channel = links_[slot].channel;
@@ -515,7 +517,7 @@ std::vector<llc::RkeyPair> LinkGroup::ownRkeys(unsigned from, unsigned to) const
 Result<void> LinkGroup::addLink()
 {
     if (config_.role != Role::Server)
-        return Errc::NotSupported; // clients ask with requestAddLink()
+        return LinkErrc::WrongRole; // clients ask with requestAddLink()
     if (!acquireFlow(Flow::AddLink, config_.timeouts.flowStart))
         return gone();
     bool offered = false;
@@ -527,7 +529,7 @@ Result<void> LinkGroup::addLink()
 Result<void> LinkGroup::requestAddLink()
 {
     if (config_.role != Role::Client)
-        return Errc::NotSupported; // a server adds links itself: addLink()
+        return LinkErrc::WrongRole; // a server adds links itself: addLink()
     if (!acquireFlow(Flow::AddLink, config_.timeouts.flowStart))
         return gone();
     std::optional<unsigned> via;
@@ -550,7 +552,7 @@ Result<void> LinkGroup::requestAddLink()
     }
     // Sent, the flow is released: the server's ADD_LINK is a remote flow
     // here, run by the worker.
-    Result<void> sent = via ? send(*via, {2, false, req}) : Result<void>(Errc::LinkExists);
+    Result<void> sent = via ? send(*via, {2, false, req}) : Result<void>(LinkErrc::NoLinkRoom);
     releaseFlow();
     std::unique_lock lock(mutex_);
     if (sent)
@@ -582,12 +584,12 @@ Result<void> LinkGroup::serverAddLink(bool& offered)
         }
     }
     if (!via)
-        return Errc::NoSuchLink;
+        return LinkErrc::NoSuchLink;
     // Linux: a symmetric group is complete; a single one grows only if two
     // links were agreed; an asymmetric one only by a symmetric link, which
     // then replaces the asymmetric one.
     if (type == GroupType::Symmetric || (type == GroupType::Single && maxLinks_ <= 1))
-        return Errc::LinkExists;
+        return LinkErrc::NoLinkRoom;
     // An alternate device if we have one; else the same device: asymmetric.
     Result<NewLink> made = provider_.create(std::span(&viaLocal.gid, 1));
     if (!made)
@@ -595,14 +597,14 @@ Result<void> LinkGroup::serverAddLink(bool& offered)
     GroupType newType =
         made->local.gid == viaLocal.gid ? GroupType::AsymmetricLocal : GroupType::Symmetric;
     if (type != GroupType::Single && newType != GroupType::Symmetric)
-        return Errc::LinkExists;
+        return LinkErrc::NoLinkRoom;
     unsigned newSlot;
     {
         std::lock_guard lock(mutex_);
         newSlot = altSlot(newType).value_or(kMaxLinks);
     }
     if (newSlot == kMaxLinks)
-        return Errc::LinkExists;
+        return LinkErrc::NoLinkRoom;
     const LinkAddress local = made->local;
     const llc::AddLink offer{false, 0,         local.mac, local.gid,   local.qpn,
                              0,     local.mtu, local.psn, std::nullopt};
@@ -632,7 +634,7 @@ Result<void> LinkGroup::serverAddLink(bool& offered)
     const LinkAddress far{answer.qpn, answer.psn, answer.gid, answer.mac, answer.mtu};
     Result<void> connected;
     {
-        std::shared_ptr<LlcChannel> channel; // dropped before fail() clears the link
+        std::shared_ptr<LinkChannel> channel; // dropped before fail() clears the link
         {
             std::lock_guard lock(mutex_);
             links_[newSlot].peer = far;
@@ -848,7 +850,7 @@ void LinkGroup::remoteDeleteLink(unsigned via, const llc::DeleteLink& req)
 Result<void> LinkGroup::deleteLink(unsigned slot)
 {
     if (slot >= kMaxLinks)
-        return Errc::InvalidLink;
+        return LinkErrc::InvalidSlot;
     if (!acquireFlow(Flow::DeleteLink, config_.timeouts.flowStart))
         return gone();
     std::optional<unsigned> to;
@@ -861,7 +863,7 @@ Result<void> LinkGroup::deleteLink(unsigned slot)
     }
     if (slot == kMaxLinks) {
         releaseFlow();
-        return Errc::NoSuchLink;
+        return LinkErrc::NoSuchLink;
     }
     if (!to) {
         releaseFlow();
@@ -1015,7 +1017,7 @@ void LinkGroup::keepalive()
         }
         if (interval.count() == 0)
             continue;
-        std::vector<std::shared_ptr<LlcChannel>> probe;
+        std::vector<std::shared_ptr<LinkChannel>> probe;
         for (unsigned s = 0; s < kMaxLinks; ++s) {
             Link& l = links_[s];
             if (l.state != LinkState::Active)
@@ -1168,7 +1170,7 @@ void LinkGroup::Handshake::abandon() noexcept
 Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb)
 {
     if (group_ == nullptr)
-        return Errc::InvalidBuffer; // completed or abandoned already
+        return ConnErrc::HandshakeDone; // completed or abandoned already
     if (group_->terminated_) {
         abandon();
         return gone();
@@ -1222,7 +1224,7 @@ Result<void> LinkGroup::closeConnection(Connection& conn)
         if (it == connections_.end() || it->second.get() != &conn) {
             auto dead = closed_.find(conn.token);
             if (dead == closed_.end() || dead->second.get() != &conn)
-                return Errc::InvalidBuffer;
+                return ConnErrc::UnknownConnection;
             closed_.erase(dead); // the group ended it, buffers are back already
             return gone();
         }
@@ -1262,11 +1264,11 @@ Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
                               std::span<const std::byte> data)
 {
     if (offset > conn.sndbuf->size() || data.size() > conn.sndbuf->size() - offset)
-        return Errc::InvalidSize;
+        return ConnErrc::OutOfRange;
     if (!conn.peerRmb)
-        return Errc::NoSuchLink; // the handshake has not told us the peer's RMB
+        return ConnErrc::PeerRmbUnknown; // the handshake has not told us the peer's RMB
     unsigned slot;
-    std::shared_ptr<LlcChannel> channel;
+    std::shared_ptr<LinkChannel> channel;
     {
         std::lock_guard lock(mutex_);
         slot = conn.link;
@@ -1285,11 +1287,11 @@ Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
 
 Result<void> LinkGroup::breakLink(unsigned slot)
 {
-    std::shared_ptr<LlcChannel> channel;
+    std::shared_ptr<LinkChannel> channel;
     {
         std::lock_guard lock(mutex_);
         if (slot >= kMaxLinks || links_[slot].state == LinkState::Unused)
-            return Errc::NoSuchLink;
+            return LinkErrc::NoSuchLink;
         channel = links_[slot].channel;
     }
     channel->shutdown();

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "smc/link_group.h"
+#include "smc/core/link_group.h"
 
 namespace smc
 {

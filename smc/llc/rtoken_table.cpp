@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // RtokenTable operations, with Linux's duplicate detection and whole-row deletion.
-#include "smc/rtoken_table.h"
+#include "smc/llc/rtoken_table.h"
 
-#include "pool/errors.h"
+#include "smc/llc/link_errors.h"
 
 namespace smc
 {
@@ -18,7 +18,7 @@ std::optional<unsigned> RtokenTable::findLocked(unsigned link, std::uint32_t rke
 Result<unsigned> RtokenTable::add(unsigned link, Rtoken token)
 {
     if (link >= kMaxLinks)
-        return Errc::InvalidLink;
+        return LinkErrc::InvalidSlot;
     std::lock_guard lock(mutex_);
     for (unsigned r = 0; r < kRows; ++r)
         if (used_[r] && rows_[r][link] == token)
@@ -38,7 +38,7 @@ Result<unsigned> RtokenTable::setByRkey(unsigned knownLink, std::uint32_t knownR
                                         unsigned newLink, Rtoken token)
 {
     if (knownLink >= kMaxLinks || newLink >= kMaxLinks)
-        return Errc::InvalidLink;
+        return LinkErrc::InvalidSlot;
     std::lock_guard lock(mutex_);
     std::optional<unsigned> row = findLocked(knownLink, knownRkey);
     if (!row)
@@ -50,7 +50,7 @@ Result<unsigned> RtokenTable::setByRkey(unsigned knownLink, std::uint32_t knownR
 Result<void> RtokenTable::set(unsigned row, unsigned link, Rtoken token)
 {
     if (link >= kMaxLinks)
-        return Errc::InvalidLink;
+        return LinkErrc::InvalidSlot;
     std::lock_guard lock(mutex_);
     if (row >= kRows || !used_[row])
         return std::make_error_code(std::errc::no_such_file_or_directory);
@@ -61,7 +61,7 @@ Result<void> RtokenTable::set(unsigned row, unsigned link, Rtoken token)
 Result<unsigned> RtokenTable::remove(unsigned link, std::uint32_t rkey)
 {
     if (link >= kMaxLinks)
-        return Errc::InvalidLink;
+        return LinkErrc::InvalidSlot;
     std::lock_guard lock(mutex_);
     std::optional<unsigned> row = findLocked(link, rkey);
     if (!row)

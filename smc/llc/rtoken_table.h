@@ -8,8 +8,8 @@
 #include <mutex>
 #include <optional>
 
+#include "base/result.h"
 #include "pool/buffer_desc.h"
-#include "pool/result.h"
 
 namespace smc
 {

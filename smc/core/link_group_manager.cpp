@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // LinkGroupManager: lookup by (role, peer) with room, creation, reaping.
-#include "smc/link_group_manager.h"
+#include "smc/core/link_group_manager.h"
 
 #include <algorithm>
 

@@ -11,8 +11,8 @@
 #include <span>
 
 #include "pool/registrar.h"
-#include "smc/inproc_channel.h"
-#include "smc/link_group.h"
+#include "smc/core/link_group.h"
+#include "smc/transport/inproc_channel.h"
 
 namespace smc
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // startLocalPair / connectLocalPair: the CLC steps, done in process.
-#include "smc/local_pair.h"
+#include "smc/testing/local_pair.h"
 
 #include <future>
 #include <thread>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // InprocChannel: queues, a delivery thread per end, faults, and link-down on both ends.
-#include "smc/inproc_channel.h"
+#include "smc/transport/inproc_channel.h"
 
 #include <algorithm>
 
@@ -86,7 +86,7 @@ Result<void> InprocChannel::write(const void* src, std::size_t length, std::uint
                                   std::uint64_t remoteAddr, std::uint32_t rkey)
 {
     if (!writer_)
-        return Errc::NotSupported;
+        return std::make_error_code(std::errc::operation_not_supported);
     if (!isUp())
         return std::make_error_code(std::errc::not_connected);
     if (!writer_(rkey, remoteAddr, src, length))

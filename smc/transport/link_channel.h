@@ -1,29 +1,32 @@
 // SPDX-License-Identifier: MIT
-// LlcChannel: one link's control-message channel and data path, whatever carries it.
+// LinkChannel: what carries one link, control messages and data (RDMA WRITE), whatever it is.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
 
-#include "pool/errors.h"
-#include "pool/result.h"
-#include "smc/llc/llc_messages.h"
+#include "base/result.h"
 
 namespace smc
 {
+
+using Gid = std::array<std::uint8_t, 16>; // RoCE GID (llc::Gid is the same type)
+using Mac = std::array<std::uint8_t, 6>;
 
 // Where one end of a link is: what CLC and ADD_LINK carry.
 struct LinkAddress {
     std::uint32_t qpn = 0;
     std::uint32_t psn = 0; // 24 bits
-    llc::Gid gid{};
-    llc::Mac mac{};
+    Gid gid{};
+    Mac mac{};
     std::uint8_t mtu = 3; // IB MTU enum (3 = 1024)
 };
 
-class LlcChannel
+class LinkChannel
 {
 public:
     struct Callbacks {
@@ -33,7 +36,7 @@ public:
         std::function<void()> onDown;
     };
 
-    virtual ~LlcChannel() = default;
+    virtual ~LinkChannel() = default;
     // Deliveries start; callbacks run on the channel's own thread, never on
     // a caller's, so a callback may send.
     virtual void start(Callbacks callbacks) = 0;
@@ -45,7 +48,7 @@ public:
     virtual Result<void> write(const void* /*src*/, std::size_t /*length*/, std::uint32_t /*lkey*/,
                                std::uint64_t /*remoteAddr*/, std::uint32_t /*rkey*/)
     {
-        return Errc::NotSupported;
+        return std::make_error_code(std::errc::operation_not_supported);
     }
     // Take the link down: this end reports onDown; the far end learns it
     // when its transport does (in process at once, over RDMA by the LLC).

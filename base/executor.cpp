@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: MIT
+// Executor: short-task threads with timers, an elastic blocking pool, an epoll thread.
+#include "base/executor.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace smc
+{
+
+struct Executor::Watch {
+    std::function<void()> onReadable;
+    int fd = -1;
+    bool running = false;
+    std::thread::id runner;
+};
+
+Executor::Executor(Config config) : config_(config)
+{
+    threads_.reserve(config_.threads);
+    for (unsigned i = 0; i < config_.threads; ++i)
+        threads_.emplace_back([this] { shortLoop(); });
+}
+
+Executor::~Executor()
+{
+    {
+        MutexLocker lock(mutex_);
+        stop_ = true;
+        tasks_.clear();
+        timers_.clear();
+        blocking_.clear();
+    }
+    wake_.notify_all();
+    blockingWake_.notify_all();
+    for (std::thread& t : threads_)
+        t.join();
+    {
+        MutexLocker lock(mutex_);
+        blockingGone_.wait(lock, [this]() SMC_REQUIRES(mutex_) { return blockingThreads_ == 0; });
+    }
+    if (epoll_.joinable()) {
+        const std::uint64_t one = 1;
+        (void)!::write(wakeFd_, &one, sizeof one);
+        epoll_.join();
+    }
+    if (epollFd_ >= 0)
+        ::close(epollFd_);
+    if (wakeFd_ >= 0)
+        ::close(wakeFd_);
+}
+
+Executor& Executor::shared()
+{
+    static Executor* executor = new Executor(Config{});
+    return *executor;
+}
+
+void Executor::post(Task task)
+{
+    {
+        MutexLocker lock(mutex_);
+        if (stop_)
+            return;
+        tasks_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+}
+
+void Executor::postAfter(std::chrono::nanoseconds delay, Task task)
+{
+    {
+        MutexLocker lock(mutex_);
+        if (stop_)
+            return;
+        timers_.emplace(Clock::now() + delay, std::move(task));
+    }
+    // Every thread may sleep until a later deadline: wake them all.
+    wake_.notify_all();
+}
+
+void Executor::shortLoop()
+{
+    MutexLocker lock(mutex_);
+    while (!stop_) {
+        const Clock::time_point now = Clock::now();
+        while (!timers_.empty() && timers_.begin()->first <= now) {
+            tasks_.push_back(std::move(timers_.begin()->second));
+            timers_.erase(timers_.begin());
+        }
+        if (!tasks_.empty()) {
+            Task task = std::move(tasks_.front());
+            tasks_.pop_front();
+            lock.unlock();
+            task();
+            task = nullptr; // its captures go before the lock is taken again
+            lock.lock();
+        } else if (!timers_.empty()) {
+            (void)wake_.waitUntil(lock, timers_.begin()->first);
+        } else {
+            wake_.wait(lock);
+        }
+    }
+}
+
+void Executor::postBlocking(Task task)
+{
+    MutexLocker lock(mutex_);
+    if (stop_)
+        return;
+    blocking_.push_back(std::move(task));
+    if (blockingIdle_ >= blocking_.size() || blockingThreads_ >= config_.maxBlocking) {
+        blockingWake_.notify_one();
+        return;
+    }
+    ++blockingThreads_;
+    std::thread([this] { blockingLoop(); }).detach();
+}
+
+void Executor::blockingLoop()
+{
+    MutexLocker lock(mutex_);
+    while (!stop_) {
+        if (blocking_.empty()) {
+            ++blockingIdle_;
+            const bool timedOut =
+                !blockingWake_.waitFor(lock, config_.blockingIdle, [this]() SMC_REQUIRES(mutex_) {
+                    return stop_ || !blocking_.empty();
+                });
+            --blockingIdle_;
+            if (timedOut)
+                break;
+            continue;
+        }
+        Task task = std::move(blocking_.front());
+        blocking_.pop_front();
+        lock.unlock();
+        task();
+        task = nullptr;
+        lock.lock();
+    }
+    // The last touch of *this: the destructor may run as soon as we unlock.
+    --blockingThreads_;
+    blockingGone_.notify_all();
+}
+
+int Executor::watch(int fd, std::function<void()> onReadable)
+{
+    MutexLocker lock(watchMutex_);
+    if (epollFd_ < 0) {
+        epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (epollFd_ < 0 || wakeFd_ < 0)
+            return -1;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = ~std::uint64_t{0};
+        if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, wakeFd_, &ev) != 0)
+            return -1;
+        epoll_ = std::thread([this] { epollLoop(); });
+    }
+    const int id = nextWatch_++;
+    auto w = std::make_shared<Watch>();
+    w->onReadable = std::move(onReadable);
+    w->fd = fd;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<std::uint64_t>(id);
+    watches_.emplace(id, w);
+    if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        const int saved = errno;
+        watches_.erase(id);
+        errno = saved;
+        return -1;
+    }
+    return id;
+}
+
+void Executor::unwatch(int id)
+{
+    MutexLocker lock(watchMutex_);
+    auto it = watches_.find(id);
+    if (it == watches_.end())
+        return;
+    std::shared_ptr<Watch> w = it->second;
+    (void)::epoll_ctl(epollFd_, EPOLL_CTL_DEL, w->fd, nullptr);
+    watches_.erase(it);
+    if (w->runner != std::this_thread::get_id())
+        watchDone_.wait(lock, [&]() SMC_REQUIRES(watchMutex_) { return !w->running; });
+}
+
+void Executor::epollLoop()
+{
+    epoll_event events[16];
+    for (;;) {
+        const int n = ::epoll_wait(epollFd_, events, 16, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return;
+        for (int i = 0; i < n; ++i) {
+            if (events[i].data.u64 == ~std::uint64_t{0}) {
+                MutexLocker lock(mutex_);
+                if (stop_)
+                    return;
+                continue;
+            }
+            std::shared_ptr<Watch> w;
+            {
+                MutexLocker lock(watchMutex_);
+                auto it = watches_.find(static_cast<int>(events[i].data.u64));
+                if (it == watches_.end())
+                    continue; // unwatched after epoll_wait returned
+                w = it->second;
+                w->running = true;
+                w->runner = std::this_thread::get_id();
+            }
+            w->onReadable();
+            {
+                MutexLocker lock(watchMutex_);
+                w->running = false;
+                w->runner = {};
+            }
+            watchDone_.notify_all();
+        }
+    }
+}
+
+unsigned Executor::threadCount() const
+{
+    MutexLocker lock(mutex_);
+    return static_cast<unsigned>(threads_.size()) + blockingThreads_ + (epoll_.joinable() ? 1 : 0);
+}
+
+// --- SerialQueue ---------------------------------------------------------------
+
+struct SerialQueue::State {
+    Executor& executor;
+    Kind kind;
+    Mutex mutex;
+    ConditionVariable idle;
+    std::deque<Task> tasks SMC_GUARDED_BY(mutex);
+    bool scheduled SMC_GUARDED_BY(mutex) = false; // a drain is posted or running
+    bool closed SMC_GUARDED_BY(mutex) = false;
+    std::thread::id runner SMC_GUARDED_BY(mutex);
+    State(Executor& e, Kind k) : executor(e), kind(k) {}
+};
+
+SerialQueue::SerialQueue(Executor& executor, Kind kind)
+    : state_(std::make_shared<State>(executor, kind))
+{
+}
+
+SerialQueue::~SerialQueue()
+{
+    close();
+}
+
+void SerialQueue::post(Task task)
+{
+    enqueue(state_, std::move(task));
+}
+
+void SerialQueue::enqueue(const std::shared_ptr<State>& state, Task task)
+{
+    State& s = *state;
+    {
+        MutexLocker lock(s.mutex);
+        if (s.closed)
+            return;
+        s.tasks.push_back(std::move(task));
+        if (s.scheduled)
+            return;
+        s.scheduled = true;
+    }
+    auto run = [state] { drain(state); };
+    if (s.kind == Kind::Blocking)
+        s.executor.postBlocking(std::move(run));
+    else
+        s.executor.post(std::move(run));
+}
+
+void SerialQueue::postAfter(std::chrono::nanoseconds delay, Task task)
+{
+    // The queue's state, not the queue: the timer may outlive it.
+    std::weak_ptr<State> weak = state_;
+    state_->executor.postAfter(delay, [weak, task = std::move(task)]() mutable {
+        if (std::shared_ptr<State> state = weak.lock())
+            enqueue(state, std::move(task));
+    });
+}
+
+void SerialQueue::drain(const std::shared_ptr<State>& state)
+{
+    State& s = *state;
+    // A bounded batch, then the thread goes back to the executor: one busy
+    // queue does not hold a short-task thread for ever.
+    for (int batch = 0; batch < 64; ++batch) {
+        Task task;
+        {
+            MutexLocker lock(s.mutex);
+            if (s.closed || s.tasks.empty()) {
+                s.scheduled = false;
+                s.idle.notify_all();
+                return;
+            }
+            task = std::move(s.tasks.front());
+            s.tasks.pop_front();
+            s.runner = std::this_thread::get_id();
+        }
+        task();
+        task = nullptr;
+        MutexLocker lock(s.mutex);
+        s.runner = {};
+    }
+    auto run = [state] { drain(state); };
+    if (s.kind == Kind::Blocking)
+        s.executor.postBlocking(std::move(run));
+    else
+        s.executor.post(std::move(run));
+}
+
+void SerialQueue::close()
+{
+    if (!state_)
+        return;
+    State& s = *state_;
+    std::deque<Task> dropped;
+    MutexLocker lock(s.mutex);
+    s.closed = true;
+    dropped.swap(s.tasks);
+    if (s.runner != std::this_thread::get_id())
+        s.idle.wait(lock, [&]() SMC_REQUIRES(s.mutex) { return !s.scheduled; });
+    // `dropped` goes after the lock: a task's captures may post again.
+    lock.unlock();
+}
+
+bool SerialQueue::inQueue() const
+{
+    MutexLocker lock(state_->mutex);
+    return state_->runner == std::this_thread::get_id();
+}
+
+// --- PeriodicTimer ---------------------------------------------------------------
+
+PeriodicTimer::PeriodicTimer(Executor& executor, std::chrono::milliseconds period, Task tick)
+    : executor_(executor), period_(period), queue_(executor),
+      tick_(std::make_shared<Task>(std::move(tick)))
+{
+    arm();
+}
+
+PeriodicTimer::~PeriodicTimer()
+{
+    stop();
+}
+
+void PeriodicTimer::arm()
+{
+    queue_.postAfter(period_, [this] {
+        (*tick_)();
+        arm();
+    });
+}
+
+void PeriodicTimer::stop()
+{
+    queue_.close();
+}
+
+} // namespace smc

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// LinkProvider: what makes a link group's links (RC queue pairs, or in-process pairs).
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "base/result.h"
+#include "pool/registrar.h"
+#include "smc/transport/link_channel.h"
+
+namespace smc
+{
+
+// A link as the device side hands it over: its channel, the address the
+// peer needs (for RDMA: QP number, PSN, GID) and how buffers are registered
+// on it (for RDMA: memory regions on the link's own PD).
+struct NewLink {
+    std::unique_ptr<LinkChannel> channel;
+    LinkAddress local;
+    std::shared_ptr<Registrar> registrar;
+};
+
+// The LLC flows call it while they add a link: it lives here, below them,
+// rather than with the link group that owns it.
+class LinkProvider
+{
+public:
+    virtual ~LinkProvider() = default;
+    // Server: a new link; it is connected (LinkChannel::connect) once the
+    // client's address comes back. `avoid`: local GIDs (devices) the group
+    // already uses there: take another one if there is one (Linux's
+    // alternate device), else one of those. Errors: the provider's own
+    // (device, QP or PD creation); it may block while it sets the link up.
+    virtual Result<NewLink> create(std::span<const Gid> avoid) = 0;
+    // Client: the far end of the server's new link at `peer`, connected.
+    virtual Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) = 0;
+};
+
+} // namespace smc
