@@ -136,7 +136,7 @@ int run(const Options& o)
             Result<LinkGroup::Handshake> hs = p.server->beginHandshake(65536, 65536);
             Result<LinkGroup::Handshake> hc =
                 hs ? p.client->beginHandshake(65536, 65536,
-                                              p.server->linkId(hs->connection()->link))
+                                              p.server->linkId(hs->connection()->link()))
                    : Result<LinkGroup::Handshake>(hs.error());
             if (!hc) {
                 std::fprintf(stderr, "llc_latency: handshake: %s\n", hc.error().message().c_str());

@@ -1,45 +1,28 @@
 // SPDX-License-Identifier: MIT
-// LinkGroup: up to 3 links to one peer, their connections and buffers, and the LLC flows.
+// LinkGroup: up to 3 links to one peer, their connections and buffers (a facade over its parts).
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "base/executor.h"
 #include "pool/buffer_pool.h"
-#include "smc/llc/llc_messages.h"
+#include "smc/core/connection.h"
+#include "smc/core/connection_table.h"
+#include "smc/llc/llc_engine.h"
 #include "smc/llc/rtoken_table.h"
 #include "smc/transport/link_provider.h"
 
 namespace smc
 {
 
-enum class Role : std::uint8_t { Client, Server };
-enum class LinkState : std::uint8_t { Unused, Inactive, Activating, Active };
-enum class GroupType : std::uint8_t { None, Single, Symmetric, AsymmetricLocal, AsymmetricPeer };
-const char* toString(LinkState state) noexcept;
-const char* toString(GroupType type) noexcept;
-
 using SystemId = std::array<std::uint8_t, 8>;
-
-// Linux's LLC timers (llc.h), configurable.
-struct LlcTimeouts {
-    std::chrono::milliseconds firstLink{5000}; // CONFIRM_LINK of a new link
-    std::chrono::milliseconds wait{2000};      // every other LLC wait
-    std::chrono::milliseconds flowStart{20000};
-    std::chrono::milliseconds testLink{30000}; // TEST_LINK idle interval; 0 = off
-};
 
 struct LinkGroupConfig {
     Role role = Role::Client;
@@ -52,61 +35,64 @@ struct LinkGroupConfig {
     // for a client, so the server ends a shared idle group first.
     std::chrono::milliseconds idleFree{0};
     PoolConfig pool; // tech must be SmcR
+    // The threads the group's flows and timers run on; null: Executor::shared().
+    Executor* executor = nullptr;
 };
 
-struct Connection {
-    std::uint32_t token = 0; // alert token, unique in the group
-    BufferRef rmb;
-    BufferRef sndbuf;
-    unsigned link = 0;               // slot of the link it rides
-    std::optional<unsigned> peerRmb; // row in the rtoken table
-};
+using LinkGroupStats = LlcStats;
 
-struct LinkInfo {
-    unsigned slot = 0;
-    std::uint8_t linkId = 0;
-    LinkState state = LinkState::Unused;
-    unsigned connections = 0;
-    LinkAddress local, peer; // the first link's peer PSN is CLC's, not known here
-};
-
-struct LinkGroupStats {
-    std::uint64_t messagesIn = 0, messagesOut = 0, malformed = 0, dropped = 0, delayed = 0;
-    std::uint64_t failovers = 0;
-};
-
-class LinkGroup
+// Errors: besides the codes named per function, every call that waits for
+// the peer may return std::errc::timed_out (no answer within the LLC
+// timeouts), not_connected (the link or the group is gone meanwhile) and
+// connection_refused (the peer declined). Nothing here throws.
+class LinkGroup final : private LlcHost
 {
 public:
     // Told when the group is gone (last link lost, peer said DELETE_LINK ALL,
     // protocol violation, idle); the connections are dead by then: their
     // buffers are back in the pool, closeConnection() says not_connected.
-    // Runs on one of the group's threads: it must not destroy the group.
+    // Runs on one of the executor's threads: it must not destroy the group.
     using TerminationHandler = std::function<void(std::string reason)>;
 
-    // The provider must outlive the group.
+    // The provider must outlive the group. Errors: invalid_argument (limits
+    // outside Linux's ranges, or a pool that is not SMC-R), the pool's own.
+    // Does not block.
     static Result<std::unique_ptr<LinkGroup>> create(LinkGroupConfig config,
                                                      LinkProvider& provider);
+    // Waits for a running flow to give up (at once: it is told to stop).
     ~LinkGroup();
 
     // The first link (CONFIRM_LINK): the server asks, the client answers.
     // Then the server tries to add a second link, if maxLinks allows.
+    // Blocks up to timeouts.firstLink for the peer (plus addLink's waits).
     Result<void> start(NewLink first);
     // Server: ADD_LINK flow for one more link (ADD_LINK_CONT rkey exchange).
+    // Errors: WrongRole (a client), NoSuchLink (no active link to run it on),
+    // NoLinkRoom (the group has its links), the provider's. Blocks for the
+    // flow token (up to flowStart) and each answer (up to wait/firstLink).
     Result<void> addLink();
     // Client: ask the server for one more link (REQ_ADD_LINK, sent in its v2
     // form with one candidate GID, 44 bytes); returns once the link is up,
     // or connection_refused when the server declined or the add failed.
+    // Errors: WrongRole (a server), NoLinkRoom (at max links),
+    // operation_in_progress (another request waits). Blocks up to flowStart.
     Result<void> requestAddLink();
     // Orderly DELETE_LINK of one link; its connections move to another.
+    // Errors: InvalidSlot, NoSuchLink (no active link there). Blocks for the
+    // flow token and the peer's answer.
     Result<void> deleteLink(unsigned slot);
     // Tear the group down: DELETE_LINK ALL to the peer, buffers released.
+    // Blocks at most for one send.
     void terminate(std::string reason,
                    llc::DeleteReason code = llc::DeleteReason::ProgramTerminated,
                    bool orderly = true);
 
     // A connection's buffers and link (the least loaded, or `linkId`: a client
     // rides the link the server chose), without the peer's RMB: see Handshake.
+    // Errors: no_buffer_space (max conns or rtoken rows reached),
+    // not_connected (no such link, the group ended or is idle-freed), the
+    // pool's (InvalidSize, LimitReached, OutOfMemory, ...). Does not block
+    // beyond buffer registration.
     Result<Connection*> openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
                                        std::optional<std::uint8_t> linkId = std::nullopt);
 
@@ -128,160 +114,80 @@ public:
         RtokenTable::Rtoken rtoken() const noexcept;
         // The peer's RMB as CLC told it (on our connection's link); then
         // CONFIRM_RKEY tells the peer our RMB on every other link. On error
-        // the connection is closed.
+        // the connection is closed. Errors: HandshakeDone (called twice, or
+        // after abandon), no_buffer_space (rtoken table full), not_connected
+        // (the group ended). Blocks for the peer's CONFIRM_RKEY answer.
         Result<void> complete(RtokenTable::Rtoken peerRmb);
 
     private:
         friend class LinkGroup;
-        Handshake(LinkGroup* group, Connection* conn) : group_(group), conn_(conn) {}
+        Handshake(LinkGroup* group, Connection* conn, FlowToken token)
+            : group_(group), conn_(conn), token_(std::move(token))
+        {
+        }
         void abandon() noexcept;
         LinkGroup* group_ = nullptr;
         Connection* conn_ = nullptr;
+        FlowToken token_;
     };
+    // Errors: openConnection's, and the flow token's (timed_out after
+    // flowStart, not_connected). Blocks for the flow token.
     Result<Handshake> beginHandshake(std::size_t rmbBytes, std::size_t sndbufBytes,
                                      std::optional<std::uint8_t> linkId = std::nullopt);
-    // DELETE_RKEY to the peer, buffers back to the pool.
+    // DELETE_RKEY to the peer, buffers back to the pool (even when the peer
+    // could not be told: the error says so). Errors: UnknownConnection,
+    // not_connected (the group had ended it), timed_out. Blocks for the
+    // flow token and the peer's answer.
     Result<void> closeConnection(Connection& conn);
     // The data path: copy `data` into the connection's sndbuf at `offset`
     // and RDMA-WRITE it to the same offset of the peer's RMB over the link
     // the connection rides now. A link that just failed gives not_connected:
-    // retry once failover has moved the connection.
+    // retry once failover has moved the connection. Errors: OutOfRange,
+    // PeerRmbUnknown (no handshake yet), not_connected, the channel's.
+    // Blocks until the write completed (RDMA) or landed (in process).
     Result<void> write(const Connection& conn, std::size_t offset, std::span<const std::byte> data);
     // Break a link as a failing device would (tests, demos): failover follows.
+    // Errors: NoSuchLink. Does not block.
     Result<void> breakLink(unsigned slot);
 
+    // Observability: none of these blocks beyond a short lock.
     void onTerminated(TerminationHandler handler);
-    bool terminated() const noexcept { return terminated_.load(); }
+    bool terminated() const noexcept { return llc_->terminated(); }
     Role role() const noexcept { return config_.role; }
-    GroupType type() const;
+    GroupType type() const { return llc_->type(); }
     std::vector<LinkInfo> links() const;
-    unsigned activeLinks() const;
-    std::uint8_t linkId(unsigned slot) const; // 0: no link in that slot
-    std::vector<const Connection*> connections() const;
-    unsigned connectionCount() const;
+    unsigned activeLinks() const { return llc_->activeLinks(); }
+    std::uint8_t linkId(unsigned slot) const { return llc_->linkId(slot); } // 0: none there
+    std::vector<const Connection*> connections() const { return conns_.list(); }
+    unsigned connectionCount() const { return static_cast<unsigned>(conns_.size()); }
     bool hasRoom() const; // another connection fits (max conns, rtoken rows)
-    const RtokenTable& rtokens() const noexcept { return rtokens_; }
+    const RtokenTable& rtokens() const noexcept { return llc_->rtokens(); }
     BufferPool& pool() noexcept { return *pool_; }
-    LinkGroupStats stats() const;
+    LinkGroupStats stats() const { return llc_->stats(); }
     const SystemId& peer() const noexcept { return config_.peer; }
     // The limits both sides agreed on in CONFIRM_LINK (the configured ones
     // before the first link).
-    unsigned maxLinks() const noexcept { return maxLinks_; }
-    unsigned maxConns() const noexcept { return maxConns_; }
+    unsigned maxLinks() const noexcept { return llc_->maxLinks(); }
+    unsigned maxConns() const noexcept { return llc_->maxConns(); }
 
 private:
-    // The pool registers a buffer on slot s through link s's own registrar.
-    class SlotRegistrar final : public Registrar
-    {
-    public:
-        void set(unsigned slot, Registrar* r) noexcept { slots_[slot].store(r); }
-        std::error_code registerBuffer(BufferDesc& desc, unsigned link) override;
-        void unregisterBuffer(BufferDesc& desc, unsigned link) noexcept override;
-        std::error_code registerBuffers(std::span<BufferDesc* const> descs, unsigned link) override;
-
-    private:
-        std::array<std::atomic<Registrar*>, kMaxLinks> slots_{};
-    };
-
-    struct Link {
-        LinkState state = LinkState::Unused;
-        std::uint8_t linkId = 0;
-        // Shared so the data path can write without holding the group lock.
-        std::shared_ptr<LinkChannel> channel;
-        std::shared_ptr<Registrar> registrar;
-        LinkAddress local, peer;
-        bool asymmetric = false; // the group's asymmetric link (asymKind_)
-        // Which attach of this slot a callback or a down belongs to: a slot
-        // is reused, and its old channel may still report.
-        std::uint64_t epoch = 0;
-        unsigned connections = 0;
-        std::chrono::steady_clock::time_point lastRx{};
-        std::atomic<bool> testPending{false};
-    };
-    // One LLC flow at a time (Linux llc_flow_lcl/rmt, simplified: one token).
-    enum class Flow : std::uint8_t { None, AddLink, DeleteLink, Rkey, FirstLink };
-    struct Waiter {
-        unsigned slot;
-        llc::Type type;
-        bool response;
-        std::optional<llc::Message> got;
-        bool linkDown = false;
-    };
-
     LinkGroup(LinkGroupConfig config, LinkProvider& provider);
 
-    Result<void> attach(unsigned slot, NewLink link);
-    void onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes);
-    void onDown(unsigned slot, std::uint64_t epoch);
-    Result<void> send(unsigned slot, const llc::Message& m);
-    void arm(Waiter& w);
-    Result<llc::Message> await(Waiter& w, std::chrono::milliseconds timeout);
-    Result<llc::Message> exchange(unsigned sendSlot, const llc::Message& m, unsigned waitSlot,
-                                  llc::Type type, bool response, std::chrono::milliseconds timeout);
-    bool acquireFlow(Flow flow, std::chrono::milliseconds timeout);
-    void releaseFlow();
+    // LlcHost
+    std::vector<llc::RkeyPair> rmbRkeys(unsigned from, unsigned to) override;
+    void moveConnections(unsigned from, unsigned to) override;
+    void groupEnded(std::string reason) override;
 
-    void worker();
-    void handleRequest(unsigned slot, const llc::Message& m);
-    bool clientAddLink(unsigned slot, const llc::AddLink& req); // true: link up
-    Result<void> serverAddLink(bool& offered);
-    void remoteDeleteLink(unsigned slot, const llc::DeleteLink& req);
-    void failover(unsigned slot, bool tellPeer,
-                  llc::DeleteReason reason = llc::DeleteReason::LostPath);
-    void clearLink(unsigned slot);
-    std::optional<unsigned> survivor(unsigned excluding) const;
-    std::optional<unsigned> altSlot(GroupType newType) const;
-    unsigned activeLocked() const; // mutex_ held
-    std::optional<unsigned> activate(unsigned slot, GroupType newType);
-    std::optional<unsigned> slotOf(std::uint8_t linkId) const;
-    std::vector<llc::RkeyPair> ownRkeys(unsigned from, unsigned to) const;
-    Result<void> confirmRkey(const Connection& conn); // holding the flow
-    void adoptLimits(std::uint8_t peerLinks, std::uint8_t peerConns);
-    static bool inSequence(const llc::AddLinkCont& cont, bool& first, std::size_t& left);
-    std::pair<std::uint8_t, std::uint8_t> limitsForWire() const;
-    void setTypeLocked();
-    void keepalive();
+    void armIdleTimer();
 
     LinkGroupConfig config_;
-    std::atomic<unsigned> maxLinks_, maxConns_; // negotiated
-    LinkProvider& provider_;
-    SlotRegistrar registrar_; // outlives the pool
+    Executor& executor_;
+    ConnectionTable conns_;
+    std::unique_ptr<LlcEngine> llc_; // its registrar outlives the pool
     std::unique_ptr<BufferPool> pool_;
-    RtokenTable rtokens_;
-
-    mutable std::mutex mutex_; // links_, connections_, waiter_, flow_, queue_
-    std::condition_variable changed_;
-    std::array<Link, kMaxLinks> links_;
-    std::map<std::uint32_t, std::unique_ptr<Connection>> connections_;
-    std::map<std::uint32_t, std::unique_ptr<Connection>> closed_; // ended by terminate()
-    std::uint32_t nextToken_ = 1;
-    std::uint8_t nextLinkId_ = 0;
-    GroupType type_ = GroupType::None;
-    GroupType asymKind_ = GroupType::None; // what an asymmetric link makes the group
-    Flow flow_ = Flow::None;
-    Waiter* waiter_ = nullptr;
-    // What the worker runs: a request from the peer, or (no request) a link
-    // down; `epoch` names the attach of `slot` it came from.
-    struct Event {
-        unsigned slot = 0;
-        std::uint64_t epoch = 0;
-        std::optional<llc::Message> request;
-    };
-    std::deque<Event> queue_; // requests for the worker
-    std::deque<Event> downs_; // links to fail over
-    std::uint64_t epochs_ = 0;
-    std::optional<Event> delayed_;
-    std::optional<std::string> violation_; // a malformed message: terminate
-    std::optional<std::chrono::steady_clock::time_point> idleSince_; // no connections since
-    bool freeing_ = false; // idle timer fired: no new connections
-    enum class ReqAddLink : std::uint8_t { Idle, Waiting, Added, Declined };
-    ReqAddLink reqAddLink_ = ReqAddLink::Idle; // a client's requestAddLink()
-    LinkGroupStats stats_;
-    TerminationHandler onTerminated_;
-    std::atomic<bool> terminated_{false};
-    bool stopping_ = false;
-    std::thread worker_;
-    std::thread keepalive_;
+    Mutex handlerMutex_;
+    TerminationHandler onTerminated_ SMC_GUARDED_BY(handlerMutex_);
+    SerialQueue idle_; // the idle timer's check; closed first
 };
 
 } // namespace smc

@@ -35,7 +35,7 @@ Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, 
     // CLC ACCEPT and CONFIRM carry each side's RMB on the link both ride.
     const RtokenTable::Rtoken serverRmb = s->rtoken();
     Result<LinkGroup::Handshake> c =
-        client.beginHandshake(rmbBytes, sndbufBytes, server.linkId(s->connection()->link));
+        client.beginHandshake(rmbBytes, sndbufBytes, server.linkId(s->connection()->link()));
     if (!c)
         return c.error();
     const RtokenTable::Rtoken clientRmb = c->rtoken();

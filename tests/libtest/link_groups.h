@@ -55,7 +55,7 @@ inline bool writeToPeer(LinkGroup& from, const Connection& conn, const Connectio
     data.fill(std::byte{value});
     const std::size_t offset = 128u * value;
     if (Result<void> r = from.write(conn, offset, data); !r) {
-        ADD_FAILURE() << "write on link slot " << conn.link << ": " << r.error().message();
+        ADD_FAILURE() << "write on link slot " << conn.link() << ": " << r.error().message();
         return false;
     }
     return std::memcmp(peer.rmb->data() + offset, data.data(), data.size()) == 0;
@@ -70,8 +70,8 @@ inline void expectRtokensAgree(const LinkGroup& server, const LinkGroup& client,
         for (const LinkInfo& sl : server.links()) {
             std::optional<unsigned> cslot = slotOfId(client, sl.linkId);
             ASSERT_TRUE(cslot) << "link " << int(sl.linkId) << " only at the server";
-            auto atServer = server.rtokens().get(*sc->peerRmb, sl.slot);
-            auto atClient = client.rtokens().get(*cc->peerRmb, *cslot);
+            auto atServer = server.rtokens().get(*sc->peerRmb(), sl.slot);
+            auto atClient = client.rtokens().get(*cc->peerRmb(), *cslot);
             ASSERT_TRUE(atServer && atClient) << "link " << int(sl.linkId);
             EXPECT_EQ(atServer->rkey, cc->rmb->registration(*cslot).rkey);
             EXPECT_EQ(atClient->rkey, sc->rmb->registration(sl.slot).rkey);

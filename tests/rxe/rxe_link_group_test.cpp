@@ -104,7 +104,7 @@ TEST_F(RxeLinkGroups, AddKillFailoverReAddWithRdmaWrites)
     EXPECT_EQ(client.group->type(), GroupType::Single);
     const unsigned survivor = server.group->links().front().slot;
     for (auto [sc, cc] : conns)
-        ASSERT_EQ(sc->link, survivor);
+        ASSERT_EQ(sc->link(), survivor);
     writeAll(conns, 3);
     EXPECT_GE(server.group->stats().failovers, 1u);
     EXPECT_GE(client.group->stats().failovers, 1u);
@@ -145,7 +145,7 @@ TEST_F(RxeLinkGroups, OrderlyDeleteAndReqAddLinkKeepTheConnectionsWriting)
     for (int i = 0; i < 4; ++i)
         conns.push_back(test::handshake(*server.group, *client.group));
     ASSERT_FALSE(::testing::Test::HasFailure());
-    ASSERT_TRUE(client.group->deleteLink(conns.front().second->link)) << "either side may delete";
+    ASSERT_TRUE(client.group->deleteLink(conns.front().second->link())) << "either side may delete";
     ASSERT_TRUE(bothActive(1));
     writeAll(conns, 7);
 
@@ -156,7 +156,7 @@ TEST_F(RxeLinkGroups, OrderlyDeleteAndReqAddLinkKeepTheConnectionsWriting)
     ASSERT_TRUE(added) << added.error().message();
     ASSERT_TRUE(bothActive(2));
     test::expectRtokensAgree(*server.group, *client.group, conns);
-    ASSERT_TRUE(server.group->deleteLink(conns.front().first->link));
+    ASSERT_TRUE(server.group->deleteLink(conns.front().first->link()));
     ASSERT_TRUE(bothActive(1));
     writeAll(conns, 9);
     EXPECT_EQ(server.terminations.load() + client.terminations.load(), 0);

@@ -272,7 +272,7 @@ TEST(LinkGroup, ConnectionsSpreadAndSurviveALinkKill)
     EXPECT_EQ(p.server.group->type(), GroupType::Single);
     const unsigned survivor = p.server.group->links().front().slot;
     for (auto [sc, cc] : conns) {
-        EXPECT_EQ(sc->link, survivor);
+        EXPECT_EQ(sc->link(), survivor);
         EXPECT_TRUE(test::writeToPeer(*p.server.group, *sc, *cc, 3)) << "after failover";
         EXPECT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 4));
     }
@@ -302,7 +302,7 @@ TEST(LinkGroup, OrderlyDeleteKeepsConnections)
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
     auto [sc, cc] = p.connect();
     auto [sc2, cc2] = p.connect();
-    ASSERT_TRUE(p.client.group->deleteLink(cc->link)) << "either side may delete";
+    ASSERT_TRUE(p.client.group->deleteLink(cc->link())) << "either side may delete";
     ASSERT_TRUE(test::eventually(
         [&] { return p.server.group->activeLinks() == 1 && p.client.group->activeLinks() == 1; }));
     for (auto [s, c] : {std::pair{sc, cc}, std::pair{sc2, cc2}}) {
@@ -403,7 +403,7 @@ TEST(LinkGroup, HandshakesRaceLinkChanges)
             continue;
         }
         const RtokenTable::Rtoken serverRmb = hs->rtoken(); // in CLC ACCEPT
-        const std::uint8_t linkId = p.server.group->linkId(hs->connection()->link);
+        const std::uint8_t linkId = p.server.group->linkId(hs->connection()->link());
         std::this_thread::sleep_for(1ms);
         Result<LinkGroup::Handshake> hc = p.client.group->beginHandshake(65536, 65536, linkId);
         if (!hc) {

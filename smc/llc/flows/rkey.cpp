@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+// CONFIRM_RKEY and DELETE_RKEY: our RMBs told to the peer, and the peer's RMBs in our rtoken table.
+#include "smc/llc/llc_engine.h"
+
+namespace smc
+{
+
+using llc::Message;
+using llc::Type;
+
+Result<void> LlcEngine::confirmRkey(const FlowToken& /*token*/, const BufferDesc& rmb, unsigned via)
+{
+    llc::ConfirmRkey c;
+    {
+        MutexLocker lock(mutex_);
+        c.rkey = rmb.registration(via).rkey;
+        c.vaddr = rmb.registration(via).addr;
+        for (unsigned s = 0; s < kMaxLinks; ++s)
+            if (s != via && links_[s].state == LinkState::Active)
+                c.others.push_back(
+                    {links_[s].linkId, rmb.registration(s).rkey, rmb.registration(s).addr});
+    }
+    if (c.others.empty())
+        return {}; // with one link, the handshake (CLC) told the peer already
+    Result<Message> resp =
+        exchange(via, {1, false, c}, via, Type::ConfirmRkey, true, config_.timeouts.wait);
+    if (!resp)
+        return resp.error();
+    if (std::get<llc::ConfirmRkey>(resp->body).negative)
+        return std::make_error_code(std::errc::connection_refused);
+    return {};
+}
+
+Result<void> LlcEngine::deleteRkey(const FlowToken& /*token*/, const BufferDesc& rmb)
+{
+    std::optional<unsigned> via = anyActive();
+    if (!via)
+        return {}; // no link left to tell it on: the peer's group is gone too
+    // The peer drops the whole rtoken row, whichever link's rkey we name.
+    llc::DeleteRkey d{false, 0, 0, {rmb.registration(*via).rkey}};
+    Result<Message> resp =
+        exchange(*via, {1, false, d}, *via, Type::DeleteRkey, true, config_.timeouts.wait);
+    if (!resp)
+        return resp.error();
+    return {};
+}
+
+void LlcEngine::remoteConfirmRkey(unsigned slot, const Message& m)
+{
+    const auto& c = std::get<llc::ConfirmRkey>(m.body);
+    Message reply = m;
+    reply.response = true;
+    auto& rc = std::get<llc::ConfirmRkey>(reply.body);
+    // The RMB may already be known on another of the links it names (the
+    // handshake's link, if the connection moved since): same row then.
+    std::vector<std::pair<unsigned, RtokenTable::Rtoken>> columns{{slot, {c.rkey, c.vaddr}}};
+    {
+        MutexLocker lock(mutex_);
+        for (const llc::RtokenEntry& e : c.others)
+            if (std::optional<unsigned> s = links_.slotOf(e.linkId))
+                columns.push_back({*s, {e.rkey, e.vaddr}});
+    }
+    std::optional<unsigned> row;
+    for (const auto& [s, t] : columns)
+        if (!row)
+            row = rtokens_.find(s, t.rkey);
+    if (!row) {
+        Result<unsigned> added = rtokens_.add(slot, {c.rkey, c.vaddr});
+        if (added)
+            row = *added;
+    }
+    if (!row)
+        rc.negative = rc.retry = true;
+    else
+        for (const auto& [s, t] : columns)
+            (void)rtokens_.set(*row, s, t);
+    (void)send(slot, reply);
+}
+
+void LlcEngine::remoteDeleteRkey(unsigned slot, const Message& m)
+{
+    const auto& d = std::get<llc::DeleteRkey>(m.body);
+    Message reply = m;
+    reply.response = true;
+    auto& rd = std::get<llc::DeleteRkey>(reply.body);
+    for (std::size_t i = 0; i < d.rkeys.size(); ++i) {
+        if (!rtokens_.remove(slot, d.rkeys[i])) {
+            rd.negative = true;
+            rd.errorMask |= static_cast<std::uint8_t>(0x80u >> i);
+        }
+    }
+    (void)send(slot, reply);
+}
+
+} // namespace smc

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+// The v1 ADD_LINK_CONT rkey exchange, the same loop for both sides of a new link.
+#include "smc/llc/llc_engine.h"
+
+#include <algorithm>
+
+namespace smc
+{
+
+using llc::Message;
+using llc::Type;
+
+// The server sends an ADD_LINK_CONT, the client answers with one, until both
+// have sent all their RMBs (two per message). `opening` is the client's first
+// message (its ADD_LINK response); the server has none. Each message says how
+// many entries its sender still had, its own included: after the first, that
+// must be what the last one left, or rkeys would pair wrongly (a duplicate, a
+// lost one): protocol_error. Returns, for the client, its last ADD_LINK_CONT:
+// the caller sends it and waits for CONFIRM_LINK on the new link.
+Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned newSlot,
+                                                        std::uint8_t linkId,
+                                                        std::optional<Message> opening)
+{
+    const bool server = !opening;
+    const std::vector<llc::RkeyPair> mine = host_.rmbRkeys(via, newSlot);
+    std::size_t sent = 0, peerLeft = 0;
+    bool first = true;
+    auto nextCont = [&] {
+        const std::size_t n = std::min<std::size_t>(2, mine.size() - sent);
+        llc::AddLinkCont cont{linkId,
+                              static_cast<std::uint8_t>(mine.size() - sent),
+                              {mine.begin() + sent, mine.begin() + sent + n}};
+        sent += n;
+        return Message{1, !server, cont};
+    };
+    Message out = server ? nextCont() : std::move(*opening);
+    for (;;) {
+        Result<Message> in =
+            exchange(via, out, via, Type::AddLinkCont, server, config_.timeouts.wait);
+        if (!in)
+            return in.error();
+        const auto& pc = std::get<llc::AddLinkCont>(in->body);
+        if (!first && pc.remaining != peerLeft)
+            return std::make_error_code(std::errc::protocol_error);
+        first = false;
+        peerLeft = pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
+        for (const llc::RkeyPair& p : pc.rkeys)
+            (void)rtokens_.setByRkey(via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
+        const bool serverDone = server && sent >= mine.size() && peerLeft == 0;
+        if (serverDone)
+            return std::optional<Message>();
+        out = nextCont();
+        if (!server && sent >= mine.size() && peerLeft == 0)
+            return std::optional<Message>(std::move(out));
+    }
+}
+
+} // namespace smc

@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: MIT
+// LlcEngine: attaching and clearing links, the flow token, message dispatch and the event queue.
+#include "smc/llc/llc_engine.h"
+
+#include <thread>
+
+#include "smc/llc/link_errors.h"
+
+namespace smc
+{
+
+using llc::Message;
+using llc::Type;
+
+namespace
+{
+std::error_code gone()
+{
+    return std::make_error_code(std::errc::not_connected);
+}
+} // namespace
+
+FlowToken& FlowToken::operator=(FlowToken&& other) noexcept
+{
+    if (this != &other) {
+        release();
+        engine_ = std::exchange(other.engine_, nullptr);
+    }
+    return *this;
+}
+
+void FlowToken::release() noexcept
+{
+    if (LlcEngine* e = std::exchange(engine_, nullptr))
+        e->releaseFlow();
+}
+
+LlcEngine::LlcEngine(LlcConfig config, LinkProvider& provider, LlcHost& host, Executor& executor)
+    : config_(config), maxLinks_(config.maxLinks), maxConns_(config.maxConns), provider_(provider),
+      host_(host), executor_(executor), events_(executor, SerialQueue::Kind::Blocking)
+{
+    if (config_.timeouts.testLink.count() > 0)
+        testTimer_ = std::make_unique<PeriodicTimer>(
+            executor_,
+            std::min<std::chrono::milliseconds>(config_.timeouts.testLink / 4,
+                                                std::chrono::milliseconds(100)),
+            [this] { testLinks(); });
+}
+
+LlcEngine::~LlcEngine()
+{
+    stop();
+}
+
+void LlcEngine::stop()
+{
+    {
+        MutexLocker lock(mutex_);
+        if (stopping_)
+            return;
+        stopping_ = true;
+    }
+    changed_.notify_all(); // a flow waiting for an answer or the token gives up
+    if (testTimer_)
+        testTimer_->stop();
+    events_.close();
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        clearLink(s);
+}
+
+// --- The flow token -------------------------------------------------------------
+
+Result<FlowToken> LlcEngine::acquireFlow(Flow flow, std::chrono::milliseconds timeout)
+{
+    MutexLocker lock(mutex_);
+    const bool free = changed_.waitFor(lock, timeout, [&]() SMC_REQUIRES(mutex_) {
+        return flow_ == Flow::None || terminated_ || stopping_;
+    });
+    if (terminated_ || stopping_)
+        return gone();
+    if (!free)
+        return std::make_error_code(std::errc::timed_out);
+    flow_ = flow;
+    return FlowToken(this);
+}
+
+void LlcEngine::releaseFlow()
+{
+    bool parked;
+    {
+        MutexLocker lock(mutex_);
+        flow_ = Flow::None;
+        parked = delayed_.has_value();
+    }
+    changed_.notify_all(); // waiting flows
+    if (parked)
+        events_.post([this] { runEvents(); });
+}
+
+// --- Links -----------------------------------------------------------------------
+
+// The link takes `slot` (state ACTIVATING) and every buffer is registered on
+// it; on failure the slot is left as it was.
+Result<void> LlcEngine::attach(unsigned slot, NewLink link)
+{
+    if (!link.channel || !link.registrar)
+        return std::make_error_code(std::errc::invalid_argument);
+    registrar_.set(slot, link.registrar.get());
+    if (Result<void> r = pool_->addLink(slot); !r) {
+        registrar_.set(slot, nullptr);
+        link.channel->shutdown();
+        return r;
+    }
+    std::shared_ptr<LinkChannel> channel = std::move(link.channel);
+    std::uint64_t epoch;
+    {
+        MutexLocker lock(mutex_);
+        Link& l = links_[slot];
+        l.state = LinkState::Activating;
+        l.channel = channel;
+        l.registrar = std::move(link.registrar);
+        l.local = link.local;
+        l.peer = {};
+        l.epoch = epoch = links_.nextEpoch();
+        l.lastRx = Clock::now();
+        l.testPending = false;
+        l.asymmetric = false;
+        if (config_.role == Role::Server)
+            l.linkId = links_.nextLinkId();
+    }
+    channel->start(
+        {[this, slot, epoch](std::vector<std::byte> b) { onMessage(slot, epoch, std::move(b)); },
+         [this, slot, epoch] { onDown(slot, epoch); }});
+    return {};
+}
+
+void LlcEngine::clearLink(unsigned slot)
+{
+    std::shared_ptr<LinkChannel> channel;
+    std::shared_ptr<Registrar> registrar;
+    {
+        MutexLocker lock(mutex_);
+        Link& l = links_[slot];
+        if (l.state == LinkState::Unused)
+            return;
+        channel = std::move(l.channel);
+        registrar = std::move(l.registrar);
+        l.state = LinkState::Unused;
+        l.epoch = 0; // its channel's last reports are ignored
+        l.linkId = 0;
+    }
+    if (channel) {
+        channel->shutdown();
+        // A send or write holds its own reference for one call. The channel
+        // is destroyed here, outside the lock (it waits for its deliveries);
+        // no new reference can be taken any more.
+        while (channel.use_count() > 1)
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        channel.reset();
+    }
+    rtokens_.clearLink(slot);
+    (void)pool_->removeLink(slot); // every buffer unregistered from the link
+    registrar_.set(slot, nullptr);
+}
+
+Result<void> LlcEngine::breakLink(unsigned slot)
+{
+    std::shared_ptr<LinkChannel> channel;
+    {
+        MutexLocker lock(mutex_);
+        if (slot >= kMaxLinks || links_[slot].state == LinkState::Unused)
+            return LinkErrc::NoSuchLink;
+        channel = links_[slot].channel;
+    }
+    channel->shutdown();
+    return {};
+}
+
+LinkAddress LlcEngine::localAddress(unsigned slot) const
+{
+    MutexLocker lock(mutex_);
+    return links_[slot].local;
+}
+
+// --- Messages ----------------------------------------------------------------------
+
+Result<void> LlcEngine::send(unsigned slot, const Message& m)
+{
+    const std::vector<std::byte> wire = llc::encode(m);
+    std::shared_ptr<LinkChannel> channel;
+    {
+        MutexLocker lock(mutex_);
+        channel = links_[slot].channel;
+        if (!channel)
+            return gone();
+        ++stats_.messagesOut;
+    }
+    return channel->send(wire); // may wait for a send slot: not under the lock
+}
+
+Result<Message> LlcEngine::await(Waiter& w, std::chrono::milliseconds timeout)
+{
+    MutexLocker lock(mutex_);
+    const bool done = changed_.waitFor(lock, timeout, [&]() SMC_REQUIRES(mutex_) {
+        return w.got.has_value() || w.linkDown || terminated_ || stopping_;
+    });
+    waiter_ = nullptr;
+    if (w.got)
+        return std::move(*w.got);
+    return done ? gone() : std::make_error_code(std::errc::timed_out);
+}
+
+// The waiter is armed before the message goes, so an answer can never
+// arrive before anybody waits for it.
+Result<Message> LlcEngine::exchange(unsigned sendSlot, const Message& m, unsigned waitSlot,
+                                    Type type, bool response, std::chrono::milliseconds timeout)
+{
+    Waiter w{waitSlot, type, response, std::nullopt, false};
+    {
+        MutexLocker lock(mutex_);
+        waiter_ = &w;
+    }
+    if (Result<void> r = send(sendSlot, m); !r) {
+        MutexLocker lock(mutex_);
+        waiter_ = nullptr;
+        return r.error();
+    }
+    return await(w, timeout);
+}
+
+void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes)
+{
+    Result<Message> decoded = llc::decode(bytes);
+    MutexLocker lock(mutex_);
+    if (links_[slot].epoch != epoch)
+        return; // a cleared link's channel, still draining
+    ++stats_.messagesIn;
+    links_[slot].lastRx = Clock::now();
+    if (!decoded) {
+        // Linux terminates the group on a protocol violation (the event
+        // queue does it: this is the delivery of a channel it tears down).
+        ++stats_.malformed;
+        violation_ = decoded.error().message();
+        events_.post([this] { runEvents(); });
+        return;
+    }
+    Message& m = *decoded;
+    const Type type = m.type();
+    if (type == Type::TestLink && m.response) {
+        links_[slot].testPending = false;
+        return;
+    }
+    // A waiting flow gets what it waits for. Two sides deleting the same link
+    // at once: the peer's request answers ours.
+    if (waiter_ && !waiter_->got && waiter_->slot == slot && waiter_->type == type) {
+        const bool crossing = type == Type::DeleteLink && !m.response && waiter_->response;
+        if (m.response == waiter_->response || crossing) {
+            waiter_->got = m;
+            changed_.notify_all();
+            if (!crossing)
+                return;
+        }
+    }
+    if (m.response && type == Type::ReqAddLink && config_.role == Role::Client &&
+        reqAddLink_ == ReqAddLink::Waiting) {
+        reqAddLink_ = ReqAddLink::Declined; // the server will not add a link
+        changed_.notify_all();
+        return;
+    }
+    if (m.response) {
+        ++stats_.dropped; // nobody waits for it (late or duplicate)
+        return;
+    }
+    switch (type) {
+    case Type::TestLink:
+        lock.unlock();
+        m.response = true; // echo
+        (void)send(slot, m);
+        return;
+    case Type::ConfirmRkey:
+    case Type::DeleteRkey:
+        // Remote RKEY flows run beside local ones (Linux allows it).
+        lock.unlock();
+        handleRequest(slot, m);
+        return;
+    case Type::ReqAddLink:
+        if (config_.role != Role::Server) {
+            ++stats_.dropped;
+            return;
+        }
+        [[fallthrough]];
+    case Type::AddLink:
+    case Type::DeleteLink:
+        if (flow_ == Flow::None) {
+            queue_.push_back({slot, epoch, std::move(m)});
+        } else if (!delayed_) {
+            delayed_ = Event{slot, epoch, std::move(m)}; // Linux parks one
+            ++stats_.delayed;
+        } else {
+            ++stats_.dropped;
+        }
+        events_.post([this] { runEvents(); });
+        return;
+    default:
+        ++stats_.dropped; // CONFIRM_LINK / ADD_LINK_CONT outside a flow
+        return;
+    }
+}
+
+void LlcEngine::onDown(unsigned slot, std::uint64_t epoch)
+{
+    MutexLocker lock(mutex_);
+    if (links_[slot].epoch != epoch)
+        return;
+    if (waiter_ && waiter_->slot == slot) {
+        waiter_->linkDown = true;
+        changed_.notify_all();
+    }
+    downs_.push_back({slot, epoch, std::nullopt});
+    events_.post([this] { runEvents(); });
+}
+
+void LlcEngine::handleRequest(unsigned slot, const Message& m)
+{
+    if (const auto* a = std::get_if<llc::AddLink>(&m.body)) {
+        // A server treats a client's ADD_LINK as a suggestion (v1 invite).
+        if (config_.role == Role::Client) {
+            const bool added = clientAddLink(slot, *a);
+            MutexLocker lock(mutex_);
+            if (reqAddLink_ == ReqAddLink::Waiting)
+                reqAddLink_ = added ? ReqAddLink::Added : ReqAddLink::Declined;
+            changed_.notify_all();
+        }
+    } else if (std::holds_alternative<llc::ReqAddLink>(m.body)) {
+        // The client asks for a link (v2): run the server's ADD_LINK flow; if
+        // it fails before ADD_LINK went out, decline with the response.
+        bool offered = false;
+        if (!serverAddLink(offered) && !offered)
+            (void)send(slot, {2, true, llc::ReqAddLink{}});
+    } else if (const auto* del = std::get_if<llc::DeleteLink>(&m.body)) {
+        remoteDeleteLink(slot, *del);
+    } else if (std::holds_alternative<llc::ConfirmRkey>(m.body)) {
+        remoteConfirmRkey(slot, m);
+    } else if (std::holds_alternative<llc::DeleteRkey>(m.body)) {
+        remoteDeleteRkey(slot, m);
+    }
+}
+
+// Peer requests and link downs, one at a time, each holding the flow token:
+// link downs first, then requests in order, then the parked one.
+void LlcEngine::runEvents()
+{
+    MutexLocker lock(mutex_);
+    for (;;) {
+        if (stopping_)
+            return;
+        if (violation_) {
+            std::string why = "protocol violation: " + *violation_;
+            violation_.reset();
+            lock.unlock();
+            terminate(std::move(why), llc::DeleteReason::ProtocolViolation, false);
+            lock.lock();
+            continue;
+        }
+        Event event;
+        std::deque<Event>* from = !downs_.empty() ? &downs_ : !queue_.empty() ? &queue_ : nullptr;
+        if (from) {
+            event = std::move(from->front());
+            from->pop_front();
+        } else if (delayed_ && flow_ == Flow::None) {
+            event = std::move(*delayed_);
+            delayed_.reset();
+        } else {
+            return;
+        }
+        lock.unlock();
+        const Flow flow = event.request && event.request->type() != Type::DeleteLink
+                              ? Flow::AddLink
+                              : Flow::DeleteLink;
+        Result<FlowToken> token = acquireFlow(flow);
+        lock.lock();
+        if (!token) {
+            if (!terminated_ && !stopping_) // a long flow ran: try again, lose nothing
+                (event.request ? queue_ : downs_).push_front(std::move(event));
+            continue;
+        }
+        // Holding the flow, no link comes or goes: a request or down from a
+        // link cleared meanwhile (its slot maybe reused) is dropped.
+        const bool current = links_[event.slot].epoch == event.epoch;
+        lock.unlock();
+        if (current && !terminated_) {
+            if (event.request)
+                handleRequest(event.slot, *event.request);
+            else
+                failover(event.slot, true);
+        }
+        token->release();
+        lock.lock();
+    }
+}
+
+void LlcEngine::terminate(std::string reason, llc::DeleteReason code, bool orderly)
+{
+    if (terminated_.exchange(true))
+        return;
+    std::optional<unsigned> via;
+    {
+        MutexLocker lock(mutex_);
+        via = links_.survivor();
+        if (waiter_)
+            waiter_->linkDown = true;
+    }
+    changed_.notify_all();
+    if (via)
+        (void)send(*via, {1, false, llc::DeleteLink{true, orderly, 0, code}});
+    {
+        MutexLocker lock(mutex_);
+        for (Link& l : links_.all())
+            if (l.state != LinkState::Unused)
+                l.state = LinkState::Inactive;
+    }
+    host_.groupEnded(std::move(reason));
+}
+
+// --- Observability -------------------------------------------------------------------
+
+std::shared_ptr<LinkChannel> LlcEngine::activeChannel(unsigned slot) const
+{
+    MutexLocker lock(mutex_);
+    return links_[slot].state == LinkState::Active ? links_[slot].channel : nullptr;
+}
+
+std::array<LlcEngine::SlotView, kMaxLinks> LlcEngine::slots() const
+{
+    MutexLocker lock(mutex_);
+    std::array<SlotView, kMaxLinks> out{};
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        out[s] = {links_[s].state == LinkState::Active, links_[s].linkId};
+    return out;
+}
+
+std::optional<unsigned> LlcEngine::anyActive() const
+{
+    MutexLocker lock(mutex_);
+    return links_.survivor();
+}
+
+GroupType LlcEngine::type() const
+{
+    MutexLocker lock(mutex_);
+    return links_.type();
+}
+
+std::vector<LinkInfo> LlcEngine::links() const
+{
+    MutexLocker lock(mutex_);
+    return links_.info();
+}
+
+unsigned LlcEngine::activeLinks() const
+{
+    MutexLocker lock(mutex_);
+    return links_.activeCount();
+}
+
+std::uint8_t LlcEngine::linkId(unsigned slot) const
+{
+    MutexLocker lock(mutex_);
+    return slot < kMaxLinks && links_[slot].state != LinkState::Unused ? links_[slot].linkId : 0;
+}
+
+LlcStats LlcEngine::stats() const
+{
+    MutexLocker lock(mutex_);
+    return stats_;
+}
+
+} // namespace smc

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+// LlcEngine: the LLC side of a link group: its links, the one-at-a-time flow token, the flows.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/executor.h"
+#include "base/mutex.h"
+#include "pool/buffer_pool.h"
+#include "smc/llc/link_table.h"
+#include "smc/llc/llc_messages.h"
+#include "smc/llc/rtoken_table.h"
+#include "smc/transport/link_provider.h"
+
+namespace smc
+{
+
+// Linux's LLC timers (llc.h), configurable.
+struct LlcTimeouts {
+    std::chrono::milliseconds firstLink{5000}; // CONFIRM_LINK of a new link
+    std::chrono::milliseconds wait{2000};      // every other LLC wait
+    std::chrono::milliseconds flowStart{20000};
+    std::chrono::milliseconds testLink{30000}; // TEST_LINK idle interval; 0 = off
+};
+
+struct LlcConfig {
+    Role role = Role::Client;
+    unsigned maxLinks = 2;   // symmetric links wanted (Linux 1..2)
+    unsigned maxConns = 255; // Linux 16..255
+    LlcTimeouts timeouts;
+};
+
+struct LlcStats {
+    std::uint64_t messagesIn = 0, messagesOut = 0, malformed = 0, dropped = 0, delayed = 0;
+    std::uint64_t failovers = 0;
+};
+
+// What the engine needs from the connections above it (the link group).
+// Called without the engine's lock held.
+class LlcHost
+{
+public:
+    // ADD_LINK_CONT entries for every RMB in use: rkey on `from`, rtoken on `to`.
+    virtual std::vector<llc::RkeyPair> rmbRkeys(unsigned from, unsigned to) = 0;
+    // Failover: the connections riding `from` ride `to` from now on.
+    virtual void moveConnections(unsigned from, unsigned to) = 0;
+    // The group is gone (DELETE_LINK ALL went out if a link was left).
+    virtual void groupEnded(std::string reason) = 0;
+
+protected:
+    ~LlcHost() = default;
+};
+
+// One LLC flow at a time per group (Linux llc_flow_lcl/rmt, simplified to
+// one token); it is held for as long as this object lives.
+enum class Flow : std::uint8_t { None, AddLink, DeleteLink, Rkey, FirstLink };
+class LlcEngine;
+class [[nodiscard]] FlowToken
+{
+public:
+    FlowToken() = default;
+    FlowToken(FlowToken&& other) noexcept : engine_(std::exchange(other.engine_, nullptr)) {}
+    FlowToken& operator=(FlowToken&& other) noexcept;
+    ~FlowToken() { release(); }
+    explicit operator bool() const noexcept { return engine_ != nullptr; }
+    void release() noexcept;
+
+private:
+    friend class LlcEngine;
+    explicit FlowToken(LlcEngine* engine) : engine_(engine) {}
+    LlcEngine* engine_ = nullptr;
+};
+
+class LlcEngine
+{
+public:
+    // The provider and host must outlive the engine; so must the executor.
+    LlcEngine(LlcConfig config, LinkProvider& provider, LlcHost& host, Executor& executor);
+    // stop().
+    ~LlcEngine();
+    LlcEngine(const LlcEngine&) = delete;
+    LlcEngine& operator=(const LlcEngine&) = delete;
+
+    // What the group's pool registers buffers through; then setPool().
+    Registrar& registrar() noexcept { return registrar_; }
+    void setPool(BufferPool& pool) noexcept { pool_ = &pool; }
+    // No flow, event or timer runs after this returns; every link is cleared
+    // (its buffers unregistered). Waits for a running flow to see it.
+    void stop();
+
+    // The flows; LinkGroup's header says what each returns and how long it
+    // blocks.
+    Result<void> start(NewLink first);
+    Result<void> addLink();
+    Result<void> requestAddLink();
+    Result<void> deleteLink(unsigned slot);
+    void terminate(std::string reason, llc::DeleteReason code, bool orderly);
+    Result<void> breakLink(unsigned slot);
+
+    // The RKEY flows of one connection's RMB, holding `token` (acquire one
+    // with acquireFlow(Flow::Rkey, ...)).
+    Result<FlowToken> acquireFlow(Flow flow, std::chrono::milliseconds timeout);
+    Result<FlowToken> acquireFlow(Flow flow)
+    {
+        return acquireFlow(flow, config_.timeouts.flowStart);
+    }
+    // CONFIRM_RKEY: our RMB on every ACTIVE link but `via` (CLC told `via`).
+    Result<void> confirmRkey(const FlowToken& token, const BufferDesc& rmb, unsigned via);
+    // DELETE_RKEY: the peer forgets our RMB (the whole row).
+    Result<void> deleteRkey(const FlowToken& token, const BufferDesc& rmb);
+
+    // Data path: the channel of `slot` if it is ACTIVE.
+    std::shared_ptr<LinkChannel> activeChannel(unsigned slot) const;
+    // Slots that are ACTIVE, and their link ids.
+    struct SlotView {
+        bool active = false;
+        std::uint8_t linkId = 0;
+    };
+    std::array<SlotView, kMaxLinks> slots() const;
+    std::optional<unsigned> anyActive() const;
+
+    bool terminated() const noexcept { return terminated_.load(); }
+    Role role() const noexcept { return config_.role; }
+    GroupType type() const;
+    std::vector<LinkInfo> links() const;
+    unsigned activeLinks() const;
+    std::uint8_t linkId(unsigned slot) const;
+    LlcStats stats() const;
+    RtokenTable& rtokens() noexcept { return rtokens_; }
+    const RtokenTable& rtokens() const noexcept { return rtokens_; }
+    unsigned maxLinks() const noexcept { return maxLinks_; }
+    unsigned maxConns() const noexcept { return maxConns_; }
+
+private:
+    friend class FlowToken;
+    struct Waiter {
+        unsigned slot;
+        llc::Type type;
+        bool response;
+        std::optional<llc::Message> got;
+        bool linkDown = false;
+    };
+    // What the event queue runs: a request from the peer, or (no request) a
+    // link down; `epoch` names the attach of `slot` it came from.
+    struct Event {
+        unsigned slot = 0;
+        std::uint64_t epoch = 0;
+        std::optional<llc::Message> request;
+    };
+    enum class ReqAddLink : std::uint8_t { Idle, Waiting, Added, Declined };
+
+    // llc_engine.cpp: links, messages, events.
+    Result<void> attach(unsigned slot, NewLink link);
+    void clearLink(unsigned slot);
+    void onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes);
+    void onDown(unsigned slot, std::uint64_t epoch);
+    void runEvents();
+    void releaseFlow();
+    Result<void> send(unsigned slot, const llc::Message& m);
+    Result<llc::Message> await(Waiter& w, std::chrono::milliseconds timeout);
+    Result<llc::Message> exchange(unsigned sendSlot, const llc::Message& m, unsigned waitSlot,
+                                  llc::Type type, bool response, std::chrono::milliseconds timeout);
+    void handleRequest(unsigned slot, const llc::Message& m);
+    LinkAddress localAddress(unsigned slot) const;
+
+    // flows/confirm_link.cpp
+    llc::ConfirmLink confirmLink(const LinkAddress& local, std::uint8_t linkId) const;
+    void adoptLimits(std::uint8_t peerLinks, std::uint8_t peerConns);
+    // flows/add_link_server.cpp, flows/add_link_client.cpp, flows/rkey_exchange.cpp
+    Result<void> serverAddLink(bool& offered);
+    bool clientAddLink(unsigned via, const llc::AddLink& req);
+    Result<std::optional<llc::Message>> exchangeRkeys(unsigned via, unsigned newSlot,
+                                                      std::uint8_t linkId,
+                                                      std::optional<llc::Message> opening);
+    std::optional<unsigned> activate(unsigned slot, GroupType newType);
+    // flows/delete_link.cpp
+    void failover(unsigned slot, bool tellPeer,
+                  llc::DeleteReason reason = llc::DeleteReason::LostPath);
+    void remoteDeleteLink(unsigned via, const llc::DeleteLink& req);
+    // flows/rkey.cpp
+    void remoteConfirmRkey(unsigned slot, const llc::Message& m);
+    void remoteDeleteRkey(unsigned slot, const llc::Message& m);
+    // flows/test_link.cpp
+    void testLinks();
+
+    const LlcConfig config_;
+    std::atomic<unsigned> maxLinks_, maxConns_; // negotiated in CONFIRM_LINK
+    LinkProvider& provider_;
+    LlcHost& host_;
+    Executor& executor_;
+    SlotRegistrar registrar_;
+    BufferPool* pool_ = nullptr;
+    RtokenTable rtokens_;
+
+    mutable Mutex mutex_;
+    // Woken on every change a flow or a waiter may wait for.
+    ConditionVariable changed_;
+    LinkTable links_ SMC_GUARDED_BY(mutex_);
+    Flow flow_ SMC_GUARDED_BY(mutex_) = Flow::None;
+    Waiter* waiter_ SMC_GUARDED_BY(mutex_) = nullptr;
+    std::deque<Event> queue_ SMC_GUARDED_BY(mutex_);              // peer requests, in order
+    std::deque<Event> downs_ SMC_GUARDED_BY(mutex_);              // links to fail over, first
+    std::optional<Event> delayed_ SMC_GUARDED_BY(mutex_);         // one parked while a flow runs
+    std::optional<std::string> violation_ SMC_GUARDED_BY(mutex_); // malformed: terminate
+    ReqAddLink reqAddLink_ SMC_GUARDED_BY(mutex_) = ReqAddLink::Idle; // a client's request
+    LlcStats stats_ SMC_GUARDED_BY(mutex_);
+    bool stopping_ SMC_GUARDED_BY(mutex_) = false;
+    std::atomic<bool> terminated_{false};
+
+    // Declared last: they go first, before what their tasks use.
+    SerialQueue events_;
+    std::unique_ptr<PeriodicTimer> testTimer_;
+};
+
+} // namespace smc
