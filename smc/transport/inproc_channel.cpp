@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// InprocChannel: queues, a delivery thread per end, faults, and link-down on both ends.
+// InprocChannel: queues, deliveries on a serial queue per end, faults, link-down on both ends.
 #include "smc/transport/inproc_channel.h"
 
 #include <algorithm>
@@ -8,17 +8,21 @@ namespace smc
 {
 
 struct InprocChannel::Wire {
-    std::mutex mutex;
-    bool up = true;
-    InprocChannel* ends[2] = {nullptr, nullptr};
+    Mutex mutex;
+    bool up SMC_GUARDED_BY(mutex) = true;
+    InprocChannel* ends[2] SMC_GUARDED_BY(mutex) = {nullptr, nullptr};
 };
 
-std::pair<std::unique_ptr<InprocChannel>, std::unique_ptr<InprocChannel>> InprocChannel::pair()
+std::pair<std::unique_ptr<InprocChannel>, std::unique_ptr<InprocChannel>>
+InprocChannel::pair(Executor& executor)
 {
-    std::unique_ptr<InprocChannel> a(new InprocChannel()), b(new InprocChannel());
+    std::unique_ptr<InprocChannel> a(new InprocChannel(executor)), b(new InprocChannel(executor));
     auto wire = std::make_shared<Wire>();
-    wire->ends[0] = a.get();
-    wire->ends[1] = b.get();
+    {
+        MutexLocker lock(wire->mutex);
+        wire->ends[0] = a.get();
+        wire->ends[1] = b.get();
+    }
     a->wire_ = b->wire_ = wire;
     return {std::move(a), std::move(b)};
 }
@@ -26,7 +30,7 @@ std::pair<std::unique_ptr<InprocChannel>, std::unique_ptr<InprocChannel>> Inproc
 InprocChannel::~InprocChannel()
 {
     {
-        std::lock_guard lock(wire_->mutex);
+        MutexLocker lock(wire_->mutex);
         wire_->up = false;
         for (InprocChannel*& end : wire_->ends) {
             if (end == this)
@@ -35,24 +39,22 @@ InprocChannel::~InprocChannel()
                 end->markDown();
         }
     }
-    {
-        std::lock_guard lock(mutex_);
-        stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable())
-        thread_.join();
+    delivery_.close(); // no delivery runs after this
 }
 
 void InprocChannel::start(Callbacks callbacks)
 {
     callbacks_ = std::move(callbacks);
-    thread_ = std::thread([this] { run(); });
+    {
+        MutexLocker lock(mutex_);
+        started_ = true;
+    }
+    delivery_.post([this] { deliver(); });
 }
 
 bool InprocChannel::isUp() const noexcept
 {
-    std::lock_guard lock(wire_->mutex);
+    MutexLocker lock(wire_->mutex);
     return wire_->up;
 }
 
@@ -65,7 +67,7 @@ Result<void> InprocChannel::send(std::span<const std::byte> message)
         }
         return v > 0;
     };
-    std::lock_guard lock(wire_->mutex);
+    MutexLocker lock(wire_->mutex);
     if (!wire_->up)
         return std::make_error_code(std::errc::not_connected);
     InprocChannel* peer = wire_->ends[0] == this ? wire_->ends[1] : wire_->ends[0];
@@ -97,28 +99,28 @@ Result<void> InprocChannel::write(const void* src, std::size_t length, std::uint
 void InprocChannel::enqueue(std::vector<std::byte> bytes, std::chrono::milliseconds delay)
 {
     {
-        std::lock_guard lock(mutex_);
-        Item item{std::chrono::steady_clock::now() + delay, std::move(bytes)};
+        MutexLocker lock(mutex_);
+        Item item{Clock::now() + delay, std::move(bytes)};
         // Keep the queue ordered by due time; equal times keep send order.
         auto at = std::upper_bound(queue_.begin(), queue_.end(), item.due,
                                    [](auto due, const Item& i) { return due < i.due; });
         queue_.insert(at, std::move(item));
     }
-    wake_.notify_all();
+    delivery_.post([this] { deliver(); });
 }
 
 void InprocChannel::markDown() noexcept
 {
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         downPending_ = true;
     }
-    wake_.notify_all();
+    delivery_.post([this] { deliver(); });
 }
 
 void InprocChannel::shutdown() noexcept
 {
-    std::lock_guard lock(wire_->mutex);
+    MutexLocker lock(wire_->mutex);
     if (!wire_->up)
         return;
     wire_->up = false;
@@ -127,28 +129,25 @@ void InprocChannel::shutdown() noexcept
             end->markDown();
 }
 
-void InprocChannel::run()
+// Runs on the delivery queue: what is due, in order; a down first, once.
+void InprocChannel::deliver()
 {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-        if (stop_)
-            return;
+    MutexLocker lock(mutex_);
+    while (started_) {
         if (downPending_ && !downReported_) {
             downReported_ = true;
             queue_.clear(); // a dead link delivers nothing more
             lock.unlock();
             if (callbacks_.onDown)
                 callbacks_.onDown();
-            lock.lock();
-            continue;
+            return;
         }
-        if (queue_.empty() || downReported_) {
-            wake_.wait(lock);
-            continue;
-        }
-        if (queue_.front().due > std::chrono::steady_clock::now()) {
-            wake_.wait_until(lock, queue_.front().due);
-            continue;
+        if (queue_.empty() || downReported_)
+            return;
+        const Clock::time_point now = Clock::now();
+        if (queue_.front().due > now) {
+            delivery_.postAfter(queue_.front().due - now, [this] { deliver(); });
+            return;
         }
         std::vector<std::byte> bytes = std::move(queue_.front().bytes);
         queue_.pop_front();

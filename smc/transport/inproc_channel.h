@@ -4,14 +4,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <utility>
 
+#include "base/executor.h"
+#include "base/mutex.h"
 #include "smc/transport/link_channel.h"
 
 namespace smc
@@ -30,7 +29,9 @@ class InprocChannel final : public LinkChannel
 {
 public:
     // A connected pair: what one end sends, the other receives, in order.
-    static std::pair<std::unique_ptr<InprocChannel>, std::unique_ptr<InprocChannel>> pair();
+    // Each end delivers on a serial queue of `executor` (no thread of its own).
+    static std::pair<std::unique_ptr<InprocChannel>, std::unique_ptr<InprocChannel>>
+    pair(Executor& executor = Executor::shared());
     ~InprocChannel() override;
 
     void start(Callbacks callbacks) override;
@@ -56,24 +57,22 @@ private:
         std::vector<std::byte> bytes;
     };
 
-    InprocChannel() = default;
+    explicit InprocChannel(Executor& executor) : delivery_(executor) {}
     void enqueue(std::vector<std::byte> bytes, std::chrono::milliseconds delay);
     void markDown() noexcept;
-    void run();
+    void deliver();
 
     std::shared_ptr<Wire> wire_;
     Faults faults_;
-    Callbacks callbacks_;
+    Callbacks callbacks_; // set once by start(), before the first delivery
     RemoteWriter writer_;
-
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<Item> queue_;
-    bool stop_ = false;
-    bool downPending_ = false;
-    bool downReported_ = false;
+    Mutex mutex_;
+    std::deque<Item> queue_ SMC_GUARDED_BY(mutex_); // ordered by due time
+    bool started_ SMC_GUARDED_BY(mutex_) = false;
+    bool downPending_ SMC_GUARDED_BY(mutex_) = false;
+    bool downReported_ SMC_GUARDED_BY(mutex_) = false;
     std::atomic<std::uint64_t> delivered_{0};
-    std::thread thread_;
+    SerialQueue delivery_; // last: closed first, while the rest still exists
 };
 
 } // namespace smc
