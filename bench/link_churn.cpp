@@ -5,18 +5,21 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/common/args.h"
+#include "bench/common/die.h"
+#include "bench/common/stats.h"
 #include "pool/buffer_pool.h"
 
 namespace
 {
 
 using namespace smc;
+using bench::die;
+using bench::median;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kSizes[] = {16384, 32768, 65536, 131072};
@@ -61,10 +64,8 @@ Cell run(LockPolicy policy, unsigned threads, bool churn, double seconds, double
                 rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
                 Result<BufferRef> rmb = pool->acquire(BufferKind::Rmb, kSizes[rng & 3]);
                 Result<BufferRef> snd = pool->acquire(BufferKind::Sndbuf, kSizes[rng & 3]);
-                if (!rmb || !snd) {
-                    std::fprintf(stderr, "acquire failed\n");
-                    std::exit(1);
-                }
+                if (!rmb || !snd)
+                    die("acquire", rmb ? snd.error() : rmb.error());
                 std::memset(snd->data(), 1, 64);
                 (void)pool->release(*snd);
                 (void)pool->release(*rmb);
@@ -101,31 +102,17 @@ Cell run(LockPolicy policy, unsigned threads, bool churn, double seconds, double
     return {double(total) / elapsed, changes.load()};
 }
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 } // namespace
 
 int main(int argc, char** argv)
 {
     double seconds = 0.3, periodMs = 4;
     unsigned rounds = 3;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--seconds" && i + 1 < argc)
-            seconds = std::atof(argv[++i]);
-        else if (a == "--period-ms" && i + 1 < argc)
-            periodMs = std::atof(argv[++i]);
-        else if (a == "--rounds" && i + 1 < argc)
-            rounds = static_cast<unsigned>(std::max(1, std::atoi(argv[++i])));
-        else {
-            std::fprintf(stderr, "usage: %s [--seconds S] [--period-ms P] [--rounds N]\n", argv[0]);
-            return 2;
-        }
-    }
+    bench::Args("[--seconds S] [--period-ms P] [--rounds N]\n")
+        .real("--seconds", seconds, 0, 3600)
+        .real("--period-ms", periodMs, 0, 60000)
+        .whole("--rounds", rounds, 1, 1000)
+        .parse(argc, argv);
     std::printf("connections/s with a link added and removed every %.1f ms (registration on a\n"
                 "device-less registrar), median of %u interleaved rounds of %.2f s\n\n",
                 periodMs, rounds, seconds);

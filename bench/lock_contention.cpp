@@ -9,6 +9,7 @@
 // median of several rounds.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,10 +17,15 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "bench/common/args.h"
+#include "bench/common/die.h"
+#include "bench/common/stats.h"
 #include "pool/buffer_pool.h"
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/loopback_ism.h"
@@ -28,6 +34,8 @@ namespace
 {
 
 using namespace smc;
+using bench::die;
+using bench::median;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kSizes[] = {16384, 32768, 65536, 131072};
@@ -63,83 +71,42 @@ struct Options {
     bool reuse = true;
 };
 
-[[noreturn]] void usage(const char* argv0, int status)
-{
-    std::fprintf(status ? stderr : stdout,
-                 "usage: %s [--threads 1,2,4,...] [--seconds S] [--rounds N]\n"
-                 "          [--csv FILE] [--plot FILE.png] [--mode all|contention|reuse]\n"
-                 "          [--columns global,bucket,default,bound]\n"
-                 "  --seconds  measured time per cell (default 0.25; +1/3 warm-up)\n"
-                 "  --rounds   interleaved rounds; cells report the median (default 3)\n",
-                 argv0);
-    std::exit(status);
-}
-
 Options parse(int argc, char** argv)
 {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc)
-                usage(argv[0], 2);
-            return argv[++i];
-        };
-        if (arg == "--threads") {
-            o.threads.clear();
-            std::string list = value();
-            for (std::size_t pos = 0; pos <= list.size();) {
-                const std::size_t comma = std::min(list.find(',', pos), list.size());
-                const int t = std::atoi(list.substr(pos, comma - pos).c_str());
-                if (t <= 0 || t > 1024)
-                    usage(argv[0], 2);
-                o.threads.push_back(static_cast<unsigned>(t));
-                pos = comma + 1;
-            }
-        } else if (arg == "--seconds") {
-            o.seconds = std::atof(value().c_str());
-            if (!(o.seconds > 0 && o.seconds < 3600))
-                usage(argv[0], 2);
-        } else if (arg == "--rounds") {
-            const int r = std::atoi(value().c_str());
-            if (r <= 0 || r > 100)
-                usage(argv[0], 2);
-            o.rounds = static_cast<unsigned>(r);
-        } else if (arg == "--columns") {
-            o.columns.clear();
-            const std::string list = value() + ",";
-            for (std::size_t pos = 0, comma; (comma = list.find(',', pos)) != std::string::npos;
-                 pos = comma + 1) {
-                const std::string one = list.substr(pos, comma - pos);
-                const Column* c =
-                    std::find_if(kColumns, kColumns + 4, [&](Column x) { return one == name(x); });
-                if (c == kColumns + 4)
-                    usage(argv[0], 2);
-                o.columns.push_back(*c);
-            }
-        } else if (arg == "--csv") {
-            o.csv = value();
-        } else if (arg == "--plot") {
-            o.plot = value();
-        } else if (arg == "--mode") {
-            const std::string m = value();
-            if (m != "all" && m != "contention" && m != "reuse")
-                usage(argv[0], 2);
-            o.contention = m != "reuse";
-            o.reuse = m != "contention";
-        } else if (arg == "--help" || arg == "-h") {
-            usage(argv[0], 0);
-        } else {
-            usage(argv[0], 2);
-        }
-    }
+    std::string mode = "all";
+    bench::Args args("[--threads 1,2,4,...] [--seconds S] [--rounds N]\n"
+                     "          [--csv FILE] [--plot FILE.png] [--mode all|contention|reuse]\n"
+                     "          [--columns global,bucket,default,bound]\n"
+                     "  --seconds  measured time per cell (default 0.25; +1/3 warm-up)\n"
+                     "  --rounds   interleaved rounds; cells report the median (default 3)\n");
+    args.wholeList("--threads", o.threads, 1, 1024)
+        .real("--seconds", o.seconds, 0, 3600)
+        .whole("--rounds", o.rounds, 1, 100)
+        .custom("--columns",
+                [&o](std::string_view list) -> std::optional<std::string> {
+                    std::vector<Column> columns;
+                    for (std::size_t pos = 0; pos <= list.size();) {
+                        const std::size_t comma = std::min(list.find(',', pos), list.size());
+                        const std::string_view one = list.substr(pos, comma - pos);
+                        const Column* c = std::find_if(kColumns, kColumns + 4,
+                                                       [&](Column x) { return one == name(x); });
+                        if (c == kColumns + 4)
+                            return "want global, bucket, default or bound, got '" +
+                                   std::string(one) + "'";
+                        columns.push_back(*c);
+                        pos = comma + 1;
+                    }
+                    o.columns = std::move(columns);
+                    return std::nullopt;
+                })
+        .text("--csv", o.csv)
+        .text("--plot", o.plot)
+        .choice("--mode", mode, {"all", "contention", "reuse"})
+        .parse(argc, argv);
+    o.contention = mode != "reuse";
+    o.reuse = mode != "contention";
     return o;
-}
-
-[[noreturn]] void die(const char* what, std::error_code ec)
-{
-    std::fprintf(stderr, "lock_contention: %s: %s\n", what, ec.message().c_str());
-    std::exit(1);
 }
 
 // xorshift: a size draw must cost next to nothing.
@@ -298,13 +265,6 @@ double runCell(Column column, unsigned threads, double seconds, LoopbackIsm& dev
     return static_cast<double>(after - before) / std::chrono::duration<double>(t1 - t0).count();
 }
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 void contention(const Options& o, LoopbackIsm& dev)
 {
     // results[threads][column] = one value per round
@@ -331,10 +291,8 @@ void contention(const Options& o, LoopbackIsm& dev)
     std::FILE* csv = nullptr;
     if (!o.csv.empty()) {
         csv = std::fopen(o.csv.c_str(), "w");
-        if (csv == nullptr) {
-            std::perror(o.csv.c_str());
-            std::exit(1);
-        }
+        if (csv == nullptr)
+            die(o.csv.c_str(), std::error_code(errno, std::generic_category()));
         std::fprintf(csv, "threads,policy,conns_per_s,min,max,rounds\n");
     }
     bool bucketOk = true, defaultOk = true, boundOk = true;
@@ -391,10 +349,8 @@ void contention(const Options& o, LoopbackIsm& dev)
             "with linespoints title 'bucket', '' using 1:4 with linespoints title 'default',"
             " '' using 1:5 with linespoints title 'bound'";
         const std::string cmd = "gnuplot -e \"" + script + "\"";
-        if (std::system(cmd.c_str()) != 0) {
-            std::fprintf(stderr, "lock_contention: gnuplot failed (apt-get install gnuplot-nox)\n");
-            std::exit(1);
-        }
+        if (std::system(cmd.c_str()) != 0)
+            std::exit(bench::fail("gnuplot failed (apt-get install gnuplot-nox)"));
         std::remove(data.c_str());
         std::printf("plot written to %s\n", o.plot.c_str());
     }

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Registration cost on a real RDMA device: ibv_reg_mr/ibv_dereg_mr per size class, and
 // connections/s with pooled (registered once) buffers vs registration per connection.
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/args.h"
+#include "bench/common/die.h"
 #include "pool/buffer_pool.h"
 #include "rdma/rdma_registrar.h"
 #include "rdma/verbs.h"
@@ -20,15 +21,10 @@ namespace
 
 using namespace smc;
 using namespace smc::rdma;
+using bench::die;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kSizes[] = {16384, 32768, 65536, 131072};
-
-[[noreturn]] void die(const char* what, std::error_code ec)
-{
-    std::fprintf(stderr, "registration: %s: %s\n", what, ec.message().c_str());
-    std::exit(1);
-}
 
 double seconds(Clock::time_point a, Clock::time_point b)
 {
@@ -137,26 +133,16 @@ int main(int argc, char** argv)
 {
     double budget = 0.5;
     unsigned maxClass = 8; // 4 MiB
-    const char* device = std::getenv("SMC_RDMA_DEVICE");
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--seconds" && i + 1 < argc)
-            budget = std::atof(argv[++i]);
-        else if (a == "--max-class" && i + 1 < argc)
-            maxClass = std::min(15, std::max(0, std::atoi(argv[++i])));
-        else if (a == "--device" && i + 1 < argc)
-            device = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: %s [--seconds S] [--max-class N] [--device NAME]\n",
-                         argv[0]);
-            return 2;
-        }
-    }
-    Result<Context> ctx = Context::open(device ? device : "");
-    if (!ctx) {
-        std::fprintf(stderr, "registration: no RDMA device: %s\n", ctx.error().message().c_str());
-        return 1;
-    }
+    const char* env = std::getenv("SMC_RDMA_DEVICE");
+    std::string device = env ? env : "";
+    bench::Args("[--seconds S] [--max-class N] [--device NAME]\n")
+        .real("--seconds", budget, 0, 3600)
+        .whole("--max-class", maxClass, 0, kMaxClassSmcR)
+        .text("--device", device)
+        .parse(argc, argv);
+    Result<Context> ctx = Context::open(device);
+    if (!ctx)
+        die("no RDMA device", ctx.error());
     Result<ProtectionDomain> pd = ProtectionDomain::create(*ctx);
     if (!pd)
         die("ibv_alloc_pd", pd.error());

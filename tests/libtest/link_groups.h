@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: MIT
-// Helpers for tests with a server and a client LinkGroup: the handshake, link lookups, polling.
+// gtest helpers for tests with a server and a client LinkGroup (a GroupPair): start, the
+// handshake, link lookups, polling, writes and rtoken checks.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "smc/core/link_group.h"
 #include "smc/testing/local_pair.h"
+#include "tests/libtest/group_pair.h"
 
 namespace smc::test
 {
@@ -34,6 +38,15 @@ bool eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(5))
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return true;
+}
+
+// Starts the pair (its first link), failing the test on error; run it
+// under ASSERT_NO_FATAL_FAILURE.
+inline void start(GroupPair& pair)
+{
+    ASSERT_TRUE(pair.server.group && pair.client.group) << "the groups were not created";
+    Result<void> started = pair.start();
+    ASSERT_TRUE(started) << started.error().message();
 }
 
 // One connection on both sides (connectLocalPair), failing the test on error.

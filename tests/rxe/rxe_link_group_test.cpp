@@ -2,14 +2,14 @@
 // Link groups on real queue pairs: first link, ADD_LINK with real rkeys, a link killed,
 // failover, re-add, orderly delete and termination, proven by RDMA WRITEs into peer RMBs.
 #include <atomic>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "smc/transport/rc_channel.h"
+#include "tests/libtest/group_pair.h"
 #include "tests/libtest/link_groups.h"
+#include "tests/libtest/rdma_device.h"
 
 namespace smc
 {
@@ -19,43 +19,21 @@ namespace
 using namespace std::chrono_literals;
 using Conns = std::vector<std::pair<Connection*, Connection*>>;
 
-struct Side {
-    std::atomic<int> terminations{0};
-    std::unique_ptr<LinkGroup> group;
-};
-
 class RxeLinkGroups : public ::testing::Test
 {
 protected:
     void SetUp() override
     {
-        const char* name = std::getenv("SMC_RDMA_DEVICE");
-        Result<rdma::Context> context = rdma::Context::open(name ? name : "");
-        ASSERT_TRUE(context) << context.error().message();
-        provider = std::make_unique<RdmaLinkProvider>(std::move(*context));
         LinkGroupConfig config;
         config.maxLinks = 2;
         // A TCG guest is slow; the flows are not.
         config.timeouts.firstLink = 20s;
         config.timeouts.wait = 10s;
         config.timeouts.testLink = 0ms;
-        config.role = Role::Server;
-        server.group = std::move(LinkGroup::create(config, *provider)).value();
-        config.role = Role::Client;
-        client.group = std::move(LinkGroup::create(config, *provider)).value();
-        for (Side* s : {&server, &client})
-            s->group->onTerminated([s](const std::string&) { ++s->terminations; });
-
-        Result<void> started = startLocalPair(*server.group, *client.group, *provider);
-        ASSERT_TRUE(started) << started.error().message();
+        Result<void> created = pair.create(config); // opens the device
+        ASSERT_TRUE(created) << created.error().message();
+        ASSERT_NO_FATAL_FAILURE(test::start(pair));
         ASSERT_TRUE(bothActive(2)) << "the server adds the second link after the first";
-    }
-
-    void TearDown() override
-    {
-        // Groups first: their links' QPs and MRs go before the device does.
-        client.group.reset();
-        server.group.reset();
     }
 
     bool bothActive(unsigned n) { return waitForLinks(*server.group, *client.group, n, 30s); }
@@ -69,8 +47,10 @@ protected:
         }
     }
 
-    std::unique_ptr<RdmaLinkProvider> provider;
-    Side server, client;
+    // Its groups go before its device: their links' QPs and MRs first.
+    test::GroupPair pair{test::Transport::Rdma, test::rdmaDeviceName()};
+    test::GroupSide& server = pair.server;
+    test::GroupSide& client = pair.client;
 };
 
 TEST_F(RxeLinkGroups, AddKillFailoverReAddWithRdmaWrites)
@@ -132,7 +112,7 @@ TEST_F(RxeLinkGroups, AddKillFailoverReAddWithRdmaWrites)
     server.group->terminate("test done");
     ASSERT_TRUE(test::eventually([&] { return client.terminations.load() == 1; }, 30s));
     EXPECT_EQ(server.terminations.load(), 1);
-    for (Side* s : {&server, &client}) {
+    for (test::GroupSide* s : {&server, &client}) {
         const PoolStats st = s->group->pool().stats();
         EXPECT_EQ(st.rmb.inUseBytes, 0);
         EXPECT_EQ(st.sndbuf.inUseBytes, 0);

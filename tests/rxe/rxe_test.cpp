@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "pool/buffer_pool.h"
 #include "rdma/rc_link.h"
 #include "rdma/rdma_registrar.h"
+#include "tests/libtest/rdma_device.h"
 
 namespace smc::rdma
 {
@@ -22,11 +22,6 @@ namespace
 {
 
 using namespace std::chrono_literals;
-
-const char* deviceName()
-{
-    return std::getenv("SMC_RDMA_DEVICE") ? std::getenv("SMC_RDMA_DEVICE") : "";
-}
 
 // Two RC links on the device, each with its own PD, connected to each other.
 struct LinkPair {
@@ -41,7 +36,7 @@ struct LinkPair {
 
     void setUp()
     {
-        context = std::move(Context::open(deviceName())).value();
+        context = std::move(Context::open(test::rdmaDeviceName())).value();
         pdA = std::move(ProtectionDomain::create(context)).value();
         pdB = std::move(ProtectionDomain::create(context)).value();
         Result<std::unique_ptr<RcLink>> la =

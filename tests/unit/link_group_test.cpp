@@ -20,18 +20,8 @@ namespace
 
 using namespace std::chrono_literals;
 
-struct Side {
-    // Declared before the group: its threads write them until it is gone.
-    std::atomic<int> terminations{0};
-    std::string reason;
-    InprocRegistrar registrar;
-    std::unique_ptr<LinkGroup> group;
-};
-
-struct Pair {
-    Side server, client;
-    InprocFabric fabric{server.registrar, client.registrar};
-
+// An in-process pair with the limits, timeouts and idle delays these tests vary.
+struct Pair : test::GroupPair {
     explicit Pair(unsigned maxLinks = 2, LlcTimeouts timeouts = fastTimeouts())
         : Pair(limits(maxLinks, 255), limits(maxLinks, 255), timeouts)
     {
@@ -40,21 +30,14 @@ struct Pair {
          LlcTimeouts timeouts = fastTimeouts(),
          std::pair<std::chrono::milliseconds, std::chrono::milliseconds> idleFree = {})
     {
-        LinkGroupConfig config;
-        std::tie(config.maxLinks, config.maxConns) = serverLimits;
-        config.timeouts = timeouts;
-        config.idleFree = idleFree.first;
-        config.role = Role::Server;
-        server.group = std::move(LinkGroup::create(config, fabric)).value();
-        std::tie(config.maxLinks, config.maxConns) = clientLimits;
-        config.idleFree = idleFree.second;
-        config.role = Role::Client;
-        client.group = std::move(LinkGroup::create(config, fabric)).value();
-        for (Side* s : {&server, &client})
-            s->group->onTerminated([s](std::string why) {
-                s->reason = why;
-                ++s->terminations;
-            });
+        LinkGroupConfig serverConfig, clientConfig;
+        std::tie(serverConfig.maxLinks, serverConfig.maxConns) = serverLimits;
+        std::tie(clientConfig.maxLinks, clientConfig.maxConns) = clientLimits;
+        serverConfig.timeouts = clientConfig.timeouts = timeouts;
+        serverConfig.idleFree = idleFree.first;
+        clientConfig.idleFree = idleFree.second;
+        Result<void> created = create(serverConfig, clientConfig);
+        EXPECT_TRUE(created) << created.error().message(); // and start() stops the test
     }
 
     static std::pair<unsigned, unsigned> limits(unsigned links, unsigned conns)
@@ -72,11 +55,8 @@ struct Pair {
         return t;
     }
 
-    void start()
-    {
-        Result<void> started = startLocalPair(*server.group, *client.group, fabric);
-        ASSERT_TRUE(started) << started.error().message();
-    }
+    // Hides GroupPair::start(): the first link, or the test fails.
+    void start() { test::start(*this); }
 
     std::pair<Connection*, Connection*> connect()
     {
@@ -154,7 +134,7 @@ TEST(LinkGroup, ClientAsksForALinkWithReqAddLink)
     for (int i = 0; i < 5; ++i)
         conns.push_back(p.connect());
 
-    p.fabric.refuseCreates = 1;
+    p.fabric().refuseCreates = 1;
     Result<void> declined = p.client.group->requestAddLink();
     ASSERT_FALSE(declined);
     EXPECT_EQ(declined.error(), std::errc::connection_refused) << declined.error().message();
@@ -173,8 +153,8 @@ TEST(LinkGroup, ClientAsksForALinkWithReqAddLink)
 TEST(LinkGroup, NoSecondDeviceOnEitherSideStaysSingle)
 {
     Pair p;
-    p.fabric.serverDevices = 1;
-    p.fabric.clientDevices = 1;
+    p.fabric().serverDevices = 1;
+    p.fabric().clientDevices = 1;
     ASSERT_NO_FATAL_FAILURE(p.start());
     EXPECT_EQ(p.server.group->addLink().error(), std::errc::connection_refused)
         << "the client rejects: no alternate path";
@@ -187,7 +167,7 @@ TEST(LinkGroup, NoSecondDeviceOnEitherSideStaysSingle)
 void asymmetricThenSymmetric(bool serverHasOneDevice)
 {
     Pair p;
-    (serverHasOneDevice ? p.fabric.serverDevices : p.fabric.clientDevices) = 1;
+    (serverHasOneDevice ? p.fabric().serverDevices : p.fabric().clientDevices) = 1;
     ASSERT_NO_FATAL_FAILURE(p.start());
     ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
     const GroupType local = GroupType::AsymmetricLocal, peer = GroupType::AsymmetricPeer;
@@ -206,7 +186,7 @@ void asymmetricThenSymmetric(bool serverHasOneDevice)
     EXPECT_EQ(p.server.group->addLink().error(), noSymmetric);
     EXPECT_EQ(p.server.group->links().size(), 2u);
 
-    (serverHasOneDevice ? p.fabric.serverDevices : p.fabric.clientDevices) = 2;
+    (serverHasOneDevice ? p.fabric().serverDevices : p.fabric().clientDevices) = 2;
     ASSERT_TRUE(p.server.group->addLink());
     ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s))
         << "the asymmetric link is deleted once a symmetric pair exists";
@@ -266,7 +246,7 @@ TEST(LinkGroup, ConnectionsSpreadAndSurviveALinkKill)
         ASSERT_TRUE(test::writeToPeer(*p.client.group, *cc, *sc, 2));
     }
 
-    p.fabric.channel(p.fabric.lastQpn())->shutdown(); // the second link dies
+    p.fabric().channel(p.fabric().lastQpn())->shutdown(); // the second link dies
     ASSERT_TRUE(test::eventually(
         [&] { return p.server.group->activeLinks() == 1 && p.client.group->activeLinks() == 1; }));
     EXPECT_EQ(p.server.group->type(), GroupType::Single);
@@ -286,7 +266,7 @@ TEST(LinkGroup, LastLinkGoneTerminatesAndReleasesEverything)
     ASSERT_NO_FATAL_FAILURE(p.start());
     for (int i = 0; i < 3; ++i)
         p.connect();
-    p.fabric.channel(p.fabric.lastQpn())->shutdown();
+    p.fabric().channel(p.fabric().lastQpn())->shutdown();
     ASSERT_TRUE(test::eventually(
         [&] { return p.server.terminations.load() == 1 && p.client.terminations.load() == 1; }));
     EXPECT_EQ(p.server.group->connectionCount(), 0u);
@@ -322,7 +302,7 @@ TEST(LinkGroup, MissedTestLinkTakesTheLinkDown)
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
     p.connect();
     // The client's end of the second link stops answering (and sending).
-    p.fabric.channel(p.fabric.lastQpn() + 0x10000)->faults().drop = 1 << 30;
+    p.fabric().channel(p.fabric().lastQpn() + 0x10000)->faults().drop = 1 << 30;
     ASSERT_TRUE(test::eventually([&] { return p.server.group->activeLinks() == 1; }));
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 1; }));
     EXPECT_EQ(p.server.terminations.load(), 0);
@@ -459,7 +439,7 @@ TEST(LinkGroup, MalformedMessageTerminatesWithAReason)
     Pair p(1);
     ASSERT_NO_FATAL_FAILURE(p.start());
     p.connect();
-    p.fabric.channel(p.fabric.lastQpn())->faults().corrupt = 1;
+    p.fabric().channel(p.fabric().lastQpn())->faults().corrupt = 1;
     // The server's next message carries the corruption: with one link no
     // CONFIRM_RKEY goes out, so it is the DELETE_RKEY of this close.
     auto [sc, cc] = p.connect();
@@ -482,7 +462,7 @@ TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
             conns.push_back(p.connect());
         ASSERT_TRUE(p.server.group->deleteLink(p.server.group->links().back().slot));
         ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 1; }));
-        Faults& f = p.fabric.channel(100)->faults(); // the first link carries the flow
+        Faults& f = p.fabric().channel(100)->faults(); // the first link carries the flow
         switch (fault) {
         case 0:
             f.drop = 1;

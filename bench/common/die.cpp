@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// die() and fail(), and the program name they print.
+#include "bench/common/die.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace smc::bench
+{
+
+namespace
+{
+
+const char* program = "bench";
+
+} // namespace
+
+void setProgramName(const char* argv0)
+{
+    const char* slash = std::strrchr(argv0, '/');
+    program = slash ? slash + 1 : argv0;
+}
+
+const char* programName()
+{
+    return program;
+}
+
+void die(const char* what, std::error_code ec)
+{
+    std::fprintf(stderr, "%s: %s: %s\n", program, what, ec.message().c_str());
+    std::exit(1);
+}
+
+int fail(const char* format, ...)
+{
+    std::va_list args;
+    va_start(args, format);
+    std::fprintf(stderr, "%s: ", program);
+    std::vfprintf(stderr, format, args);
+    std::fputc('\n', stderr);
+    va_end(args);
+    return 1;
+}
+
+} // namespace smc::bench
