@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: MIT
+// Executor, SerialQueue, PeriodicTimer: order, exclusion, close and stop, the blocking pool, fds.
+#include "base/executor.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <latch>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/unique_fd.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+template <typename F> bool eventually(F f, std::chrono::milliseconds limit = 5s)
+{
+    const auto end = Clock::now() + limit;
+    while (!f()) {
+        if (Clock::now() > end)
+            return false;
+        std::this_thread::sleep_for(1ms);
+    }
+    return true;
+}
+
+TEST(SerialQueue, RunsTasksInOrderAndOneAtATime)
+{
+    Executor executor({4, 8, 1000ms});
+    SerialQueue queue(executor);
+    std::atomic<int> running{0}, maxRunning{0};
+    std::vector<int> order; // only the queue's tasks touch it, one at a time
+    std::atomic<int> done{0};
+    constexpr int kPerThread = 500;
+    std::vector<std::thread> posters;
+    for (int t = 0; t < 4; ++t)
+        posters.emplace_back([&, t] {
+            for (int i = 0; i < kPerThread; ++i)
+                queue.post([&, t, i] {
+                    const int now = ++running;
+                    int seen = maxRunning.load();
+                    while (now > seen && !maxRunning.compare_exchange_weak(seen, now)) {
+                    }
+                    order.push_back(t * kPerThread + i);
+                    --running;
+                    ++done;
+                });
+        });
+    for (std::thread& p : posters)
+        p.join();
+    ASSERT_TRUE(eventually([&] { return done == 4 * kPerThread; }));
+    EXPECT_EQ(maxRunning.load(), 1);
+    // Each poster's tasks keep the order it posted them in.
+    std::vector<int> last(4, -1);
+    for (int v : order) {
+        EXPECT_GT(v % kPerThread, last[v / kPerThread]);
+        last[v / kPerThread] = v % kPerThread;
+    }
+}
+
+TEST(SerialQueue, CloseWaitsForTheRunningTaskAndDropsTheRest)
+{
+    Executor executor({2, 8, 1000ms});
+    SerialQueue queue(executor);
+    std::promise<void> started;
+    std::atomic<bool> finished{false}, secondRan{false};
+    queue.post([&] {
+        started.set_value();
+        std::this_thread::sleep_for(50ms);
+        finished = true;
+    });
+    queue.post([&] { secondRan = true; });
+    started.get_future().wait();
+    queue.close();
+    EXPECT_TRUE(finished) << "close() returned while a task ran";
+    queue.post([&] { secondRan = true; });
+    std::this_thread::sleep_for(20ms);
+    EXPECT_FALSE(secondRan) << "a task ran after close()";
+}
+
+TEST(SerialQueue, CloseFromItsOwnTaskDoesNotWaitForItself)
+{
+    Executor executor({1, 8, 1000ms});
+    auto queue = std::make_unique<SerialQueue>(executor);
+    std::promise<bool> inside;
+    queue->post([&] {
+        const bool in = queue->inQueue();
+        queue->close();
+        inside.set_value(in);
+    });
+    auto f = inside.get_future();
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "close() from its own task hung";
+    EXPECT_TRUE(f.get());
+    EXPECT_FALSE(queue->inQueue());
+}
+
+TEST(SerialQueue, PostAfterRunsNoSoonerThanAskedAndNotAfterClose)
+{
+    Executor executor({2, 8, 1000ms});
+    SerialQueue queue(executor);
+    const auto posted = Clock::now();
+    std::promise<Clock::time_point> ran;
+    queue.postAfter(30ms, [&] { ran.set_value(Clock::now()); });
+    auto f = ran.get_future();
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+    EXPECT_GE(f.get() - posted, 30ms);
+
+    std::atomic<bool> late{false};
+    {
+        SerialQueue gone(executor);
+        gone.postAfter(20ms, [&] { late = true; });
+    } // the timer outlives the queue: it must find it gone
+    std::this_thread::sleep_for(60ms);
+    EXPECT_FALSE(late);
+}
+
+TEST(PeriodicTimer, TicksUntilStopped)
+{
+    Executor executor({2, 8, 1000ms});
+    std::atomic<int> ticks{0};
+    PeriodicTimer timer(executor, 2ms, [&] { ++ticks; });
+    ASSERT_TRUE(eventually([&] { return ticks >= 5; }));
+    timer.stop();
+    const int stopped = ticks;
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(ticks.load(), stopped) << "a tick after stop()";
+}
+
+// Two blocking tasks that wait for each other finish only if the pool gives
+// each its own thread: a link group's two ends in one process do that.
+TEST(Executor, BlockingTasksThatWaitForEachOtherBothRunAndThreadsRetire)
+{
+    Executor executor({1, 8, 50ms});
+    const unsigned fixed = executor.threadCount();
+    std::latch both(2);
+    std::atomic<int> done{0};
+    for (int i = 0; i < 2; ++i)
+        executor.postBlocking([&] {
+            both.arrive_and_wait();
+            ++done;
+        });
+    ASSERT_TRUE(eventually([&] { return done == 2; })) << "blocking tasks deadlocked";
+    EXPECT_TRUE(eventually([&] { return executor.threadCount() == fixed; }))
+        << "idle blocking threads did not end: " << executor.threadCount();
+}
+
+TEST(Executor, PendingTasksAreDroppedAtDestruction)
+{
+    std::atomic<int> ran{0};
+    {
+        Executor executor({1, 8, 1000ms});
+        std::promise<void> release;
+        std::shared_future<void> gate = release.get_future().share();
+        executor.post([gate] { gate.wait(); });
+        for (int i = 0; i < 10; ++i)
+            executor.post([&] { ++ran; });
+        executor.postAfter(1h, [&] { ++ran; });
+        release.set_value(); // the destructor races the queued tasks: some may run
+    }
+    EXPECT_LE(ran.load(), 10) << "the timer an hour away ran";
+}
+
+TEST(Executor, WatchCallsBackWhileReadableAndNeverAfterUnwatch)
+{
+    Executor executor({1, 8, 1000ms});
+    UniqueFd fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    ASSERT_TRUE(fd);
+    std::atomic<int> calls{0};
+    const int id = executor.watch(fd.get(), [&] {
+        std::uint64_t v;
+        (void)!::read(fd.get(), &v, sizeof v); // consume: level-triggered
+        ++calls;
+    });
+    ASSERT_GE(id, 0);
+    const std::uint64_t one = 1;
+    ASSERT_EQ(::write(fd.get(), &one, sizeof one), 8);
+    ASSERT_TRUE(eventually([&] { return calls == 1; }));
+    executor.unwatch(id);
+    ASSERT_EQ(::write(fd.get(), &one, sizeof one), 8);
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(calls.load(), 1);
+    EXPECT_EQ(executor.watch(-1, [] {}), -1) << "epoll takes no bad fd";
+}
+
+} // namespace
+} // namespace smc
