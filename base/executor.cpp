@@ -347,7 +347,7 @@ bool SerialQueue::inQueue() const
 // --- PeriodicTimer ---------------------------------------------------------------
 
 PeriodicTimer::PeriodicTimer(Executor& executor, std::chrono::milliseconds period, Task tick)
-    : executor_(executor), period_(period), queue_(executor),
+    : period_(period), queue_(executor),
       tick_(std::make_shared<Task>(std::move(tick)))
 {
     arm();

@@ -139,7 +139,6 @@ public:
 
 private:
     void arm();
-    Executor& executor_;
     std::chrono::milliseconds period_;
     SerialQueue queue_;
     std::shared_ptr<Task> tick_;

@@ -14,7 +14,7 @@ LinkGroupManager::LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provi
 
 LinkGroup* LinkGroupManager::find(Role role, const SystemId& peer) const
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     for (const auto& g : groups_)
         if (g->role() == role && g->peer() == peer && g->hasRoom())
             return g.get();
@@ -29,7 +29,7 @@ Result<LinkGroup*> LinkGroupManager::create(Role role, const SystemId& peer)
     Result<std::unique_ptr<LinkGroup>> g = LinkGroup::create(config, provider_);
     if (!g)
         return g.error();
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     groups_.push_back(std::move(*g));
     return groups_.back().get();
 }
@@ -38,7 +38,7 @@ std::size_t LinkGroupManager::reap()
 {
     std::vector<std::unique_ptr<LinkGroup>> dead;
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         auto it = std::stable_partition(groups_.begin(), groups_.end(),
                                         [](const auto& g) { return !g->terminated(); });
         std::move(it, groups_.end(), std::back_inserter(dead));
@@ -49,7 +49,7 @@ std::size_t LinkGroupManager::reap()
 
 std::vector<LinkGroup*> LinkGroupManager::groups() const
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     std::vector<LinkGroup*> out;
     for (const auto& g : groups_)
         out.push_back(g.get());

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "base/mutex.h"
 #include "smc/core/link_group.h"
 
 namespace smc
@@ -31,8 +31,8 @@ public:
 private:
     LinkGroupConfig defaults_;
     LinkProvider& provider_;
-    mutable std::mutex mutex_;
-    std::vector<std::unique_ptr<LinkGroup>> groups_;
+    mutable Mutex mutex_;
+    std::vector<std::unique_ptr<LinkGroup>> groups_ SMC_GUARDED_BY(mutex_);
 };
 
 } // namespace smc

@@ -68,7 +68,7 @@ Result<DmbInfo> LoopbackIsm::registerDmb(std::shared_ptr<std::byte> memory, std:
 {
     if (!memory || size == 0)
         return std::make_error_code(std::errc::invalid_argument);
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     if (freeIndexes_.empty())
         return IsmErrc::DmbLimitReached;
     const std::uint32_t index = freeIndexes_.back();
@@ -94,7 +94,7 @@ Result<DmbInfo> LoopbackIsm::registerDmb(std::shared_ptr<std::byte> memory, std:
 
 Result<void> LoopbackIsm::unregisterDmb(DmbToken token)
 {
-    std::unique_lock lock(mutex_);
+    MutexLocker lock(mutex_);
     Slot* slot = find(token);
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
         return IsmErrc::UnknownToken;
@@ -113,7 +113,7 @@ Result<void> LoopbackIsm::unregisterDmb(DmbToken token)
 
 Result<DmbAttachment> LoopbackIsm::attachDmb(DmbToken token)
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     Slot* slot = find(token);
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
         return IsmErrc::UnknownToken;
@@ -123,7 +123,7 @@ Result<DmbAttachment> LoopbackIsm::attachDmb(DmbToken token)
 
 void LoopbackIsm::detachDmb(DmbToken token) noexcept
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     Slot* slot = find(token);
     // The owner may have unregistered meanwhile; then there is nothing to count.
     if (slot != nullptr && slot->token.load(std::memory_order_relaxed) == token &&
@@ -169,13 +169,13 @@ Result<void> LoopbackIsm::signal(DmbToken token) noexcept
 
 std::uint32_t LoopbackIsm::dmbCount() const noexcept
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     return kMaxDmbs - static_cast<std::uint32_t>(freeIndexes_.size());
 }
 
 std::uint32_t LoopbackIsm::attachCount(DmbToken token) const noexcept
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     const Slot* slot = find(token);
     return slot != nullptr && slot->token.load(std::memory_order_relaxed) == token ? slot->attached
                                                                                    : 0;

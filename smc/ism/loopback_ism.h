@@ -5,10 +5,10 @@
 #include <array>
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <vector>
 
+#include "base/mutex.h"
 #include "smc/ism/ism_device.h"
 
 namespace smc
@@ -68,9 +68,11 @@ private:
     void raise(Slot& slot, std::uint32_t index, DmbToken token) noexcept;
 
     IsmGid gid_;
-    mutable std::mutex mutex_; // control path: register, unregister, attach, detach
-    std::mt19937_64 random_;
-    std::vector<std::uint32_t> freeIndexes_;
+    // The control path (register, unregister, attach, detach), and each
+    // slot's `attached`, `memory`, `data`, `size` while it changes.
+    mutable Mutex mutex_;
+    std::mt19937_64 random_ SMC_GUARDED_BY(mutex_);
+    std::vector<std::uint32_t> freeIndexes_ SMC_GUARDED_BY(mutex_);
     std::unique_ptr<Slot[]> slots_;
     const IrqHandler onSignal_;
 };

@@ -19,7 +19,7 @@ Result<unsigned> RtokenTable::add(unsigned link, Rtoken token)
 {
     if (link >= kMaxLinks)
         return LinkErrc::InvalidSlot;
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     for (unsigned r = 0; r < kRows; ++r)
         if (used_[r] && rows_[r][link] == token)
             return r; // already known: Linux hands back the same row
@@ -39,7 +39,7 @@ Result<unsigned> RtokenTable::setByRkey(unsigned knownLink, std::uint32_t knownR
 {
     if (knownLink >= kMaxLinks || newLink >= kMaxLinks)
         return LinkErrc::InvalidSlot;
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     std::optional<unsigned> row = findLocked(knownLink, knownRkey);
     if (!row)
         return std::make_error_code(std::errc::no_such_file_or_directory);
@@ -51,7 +51,7 @@ Result<void> RtokenTable::set(unsigned row, unsigned link, Rtoken token)
 {
     if (link >= kMaxLinks)
         return LinkErrc::InvalidSlot;
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     if (row >= kRows || !used_[row])
         return std::make_error_code(std::errc::no_such_file_or_directory);
     rows_[row][link] = token;
@@ -62,7 +62,7 @@ Result<unsigned> RtokenTable::remove(unsigned link, std::uint32_t rkey)
 {
     if (link >= kMaxLinks)
         return LinkErrc::InvalidSlot;
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     std::optional<unsigned> row = findLocked(link, rkey);
     if (!row)
         return std::make_error_code(std::errc::no_such_file_or_directory);
@@ -75,7 +75,7 @@ void RtokenTable::clearLink(unsigned link)
 {
     if (link >= kMaxLinks)
         return;
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     for (auto& row : rows_)
         row[link] = {};
 }
@@ -84,13 +84,13 @@ std::optional<unsigned> RtokenTable::find(unsigned link, std::uint32_t rkey) con
 {
     if (link >= kMaxLinks)
         return std::nullopt;
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     return findLocked(link, rkey);
 }
 
 std::optional<RtokenTable::Rtoken> RtokenTable::get(unsigned row, unsigned link) const
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     if (row >= kRows || link >= kMaxLinks || !used_[row] || rows_[row][link].rkey == 0)
         return std::nullopt;
     return rows_[row][link];
@@ -98,7 +98,7 @@ std::optional<RtokenTable::Rtoken> RtokenTable::get(unsigned row, unsigned link)
 
 unsigned RtokenTable::used() const
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     return static_cast<unsigned>(used_.count());
 }
 

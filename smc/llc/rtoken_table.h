@@ -5,9 +5,9 @@
 #include <array>
 #include <bitset>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 
+#include "base/mutex.h"
 #include "base/result.h"
 #include "pool/buffer_desc.h"
 
@@ -50,11 +50,12 @@ public:
     bool full() const { return used() == kRows; }
 
 private:
-    std::optional<unsigned> findLocked(unsigned link, std::uint32_t rkey) const;
+    std::optional<unsigned> findLocked(unsigned link, std::uint32_t rkey) const
+        SMC_REQUIRES(mutex_);
 
-    mutable std::mutex mutex_;
-    std::bitset<kRows> used_;
-    std::array<std::array<Rtoken, kMaxLinks>, kRows> rows_{};
+    mutable Mutex mutex_;
+    std::bitset<kRows> used_ SMC_GUARDED_BY(mutex_);
+    std::array<std::array<Rtoken, kMaxLinks>, kRows> rows_ SMC_GUARDED_BY(mutex_){};
 };
 
 } // namespace smc

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <span>
 
+#include "base/mutex.h"
 #include "pool/registrar.h"
 #include "smc/core/link_group.h"
 #include "smc/transport/inproc_channel.h"
@@ -24,7 +24,7 @@ class InprocRegistrar final : public Registrar
 public:
     std::error_code registerBuffer(BufferDesc& desc, unsigned link) override
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         const std::uint32_t rkey = nextKey_++;
         desc.registration(link) = {rkey, rkey, reinterpret_cast<std::uintptr_t>(desc.data()), 0};
         live_[rkey] = {desc.data(), desc.size()};
@@ -32,13 +32,13 @@ public:
     }
     void unregisterBuffer(BufferDesc& desc, unsigned link) noexcept override
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         live_.erase(desc.registration(link).rkey);
         desc.registration(link) = {};
     }
     bool write(std::uint32_t rkey, std::uint64_t addr, const void* src, std::size_t n)
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         auto it = live_.find(rkey);
         if (it == live_.end())
             return false;
@@ -51,14 +51,14 @@ public:
     }
     std::size_t live() const
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         return live_.size();
     }
 
 private:
-    mutable std::mutex mutex_;
-    std::uint32_t nextKey_ = 0x1000;
-    std::map<std::uint32_t, std::pair<std::byte*, std::size_t>> live_;
+    mutable Mutex mutex_;
+    std::uint32_t nextKey_ SMC_GUARDED_BY(mutex_) = 0x1000;
+    std::map<std::uint32_t, std::pair<std::byte*, std::size_t>> live_ SMC_GUARDED_BY(mutex_);
 };
 
 // Links between a server side (create) and a client side (join), each side
@@ -82,7 +82,7 @@ public:
         auto [a, b] = InprocChannel::pair();
         connect(*a, client_);
         connect(*b, server_);
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         const std::uint32_t qpn = nextQpn_++;
         channels_[qpn] = a.get();
         channels_[qpn + 0x10000] = b.get();
@@ -91,7 +91,7 @@ public:
     }
     Result<NewLink> join(const LinkAddress& peer, std::span<const llc::Gid> avoid) override
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         auto it = parked_.find(peer.qpn);
         if (it == parked_.end())
             return std::make_error_code(std::errc::no_such_device);
@@ -110,12 +110,12 @@ public:
     // the link lives: its group owns and destroys the channel.
     InprocChannel* channel(std::uint32_t qpn)
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         return channels_.at(qpn);
     }
     std::uint32_t lastQpn() const
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         return nextQpn_ - 1;
     }
 
@@ -149,10 +149,10 @@ private:
 
     InprocRegistrar& server_;
     InprocRegistrar& client_;
-    mutable std::mutex mutex_;
-    std::uint32_t nextQpn_ = 100;
-    std::map<std::uint32_t, std::unique_ptr<InprocChannel>> parked_;
-    std::map<std::uint32_t, InprocChannel*> channels_;
+    mutable Mutex mutex_;
+    std::uint32_t nextQpn_ SMC_GUARDED_BY(mutex_) = 100;
+    std::map<std::uint32_t, std::unique_ptr<InprocChannel>> parked_ SMC_GUARDED_BY(mutex_);
+    std::map<std::uint32_t, InprocChannel*> channels_ SMC_GUARDED_BY(mutex_);
 };
 
 inline void InprocFabric::connect(InprocChannel& end, InprocRegistrar& far)
