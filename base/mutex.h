@@ -15,16 +15,9 @@
 #define SMC_CAPABILITY(name) SMC_TSA(capability(name))
 #define SMC_SCOPED_CAPABILITY SMC_TSA(scoped_lockable)
 #define SMC_GUARDED_BY(m) SMC_TSA(guarded_by(m))
-#define SMC_PT_GUARDED_BY(m) SMC_TSA(pt_guarded_by(m))
 #define SMC_REQUIRES(...) SMC_TSA(requires_capability(__VA_ARGS__))
-#define SMC_EXCLUDES(...) SMC_TSA(locks_excluded(__VA_ARGS__))
 #define SMC_ACQUIRE(...) SMC_TSA(acquire_capability(__VA_ARGS__))
 #define SMC_RELEASE(...) SMC_TSA(release_capability(__VA_ARGS__))
-#define SMC_TRY_ACQUIRE(...) SMC_TSA(try_acquire_capability(__VA_ARGS__))
-#define SMC_RETURN_CAPABILITY(m) SMC_TSA(lock_returned(m))
-// For the few places the analysis cannot follow (a lambda run under a lock
-// by a condition variable); each use says why it is safe.
-#define SMC_NO_THREAD_SAFETY_ANALYSIS SMC_TSA(no_thread_safety_analysis)
 
 namespace smc
 {
@@ -34,7 +27,6 @@ class SMC_CAPABILITY("mutex") Mutex
 public:
     void lock() SMC_ACQUIRE() { mutex_.lock(); }
     void unlock() SMC_RELEASE() { mutex_.unlock(); }
-    bool try_lock() SMC_TRY_ACQUIRE(true) { return mutex_.try_lock(); }
 
 private:
     friend class MutexLocker;

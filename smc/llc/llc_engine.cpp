@@ -176,12 +176,6 @@ Result<void> LlcEngine::breakLink(unsigned slot)
     return {};
 }
 
-LinkAddress LlcEngine::localAddress(unsigned slot) const
-{
-    MutexLocker lock(mutex_);
-    return links_[slot].local;
-}
-
 // --- Messages ----------------------------------------------------------------------
 
 Result<void> LlcEngine::send(unsigned slot, const Message& m)

@@ -167,7 +167,6 @@ private:
     Result<llc::Message> exchange(unsigned sendSlot, const llc::Message& m, unsigned waitSlot,
                                   llc::Type type, bool response, std::chrono::milliseconds timeout);
     void handleRequest(unsigned slot, const llc::Message& m);
-    LinkAddress localAddress(unsigned slot) const;
 
     // flows/confirm_link.cpp
     llc::ConfirmLink confirmLink(const LinkAddress& local, std::uint8_t linkId) const;
