@@ -29,9 +29,12 @@ const char* deviceName()
 }
 
 // Two RC links on the device, each with its own PD, connected to each other.
+// Each has an executor of its own, as on two hosts: a stalled handler of B
+// (gateB) stalls only B's completions, not A's.
 struct LinkPair {
     Context context;
     ProtectionDomain pdA, pdB;
+    Executor executorA{{.threads = 1}}, executorB{{.threads = 1}};
     std::unique_ptr<RcLink> a, b;
     std::mutex mutex;
     std::condition_variable arrived;
@@ -47,7 +50,8 @@ struct LinkPair {
         Result<std::unique_ptr<RcLink>> la =
             RcLink::create(context, pdA, {},
                            {[this](const ControlMessage& m) { deliver(atA, m); },
-                            [this](std::error_code) { ++downA; }});
+                            [this](std::error_code) { ++downA; }},
+                           executorA);
         ASSERT_TRUE(la) << la.error().message();
         Result<std::unique_ptr<RcLink>> lb = RcLink::create(context, pdB, {},
                                                             {[this](const ControlMessage& m) {
@@ -55,7 +59,8 @@ struct LinkPair {
                                                                      gateB();
                                                                  deliver(atB, m);
                                                              },
-                                                             [this](std::error_code) { ++downB; }});
+                                                             [this](std::error_code) { ++downB; }},
+                                                            executorB);
         ASSERT_TRUE(lb) << lb.error().message();
         a = std::move(*la);
         b = std::move(*lb);
