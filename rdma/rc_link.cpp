@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: MIT
-// RcLink: send slots, always re-posted receives, a completion thread, link-down reporting.
+// RcLink: send slots, always re-posted receives, completions on the executor, link-down reporting.
 #include "rdma/rc_link.h"
 
+#include <cerrno>
 #include <cstring>
 #include <random>
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 namespace smc::rdma
 {
@@ -25,9 +23,11 @@ std::error_code linkIsDown()
 } // namespace
 
 Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const ProtectionDomain& pd,
-                                               LinkConfig config, Handlers handlers)
+                                               LinkConfig config, Handlers handlers,
+                                               Executor& executor)
 {
     std::unique_ptr<RcLink> link(new RcLink());
+    link->executor_ = &executor;
     link->pd_ = pd;
     link->config_ = config;
     link->handlers_ = std::move(handlers);
@@ -86,31 +86,28 @@ Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const Pro
     std::random_device rd;
     link->local_ = {link->qp_.qpn(), rd() & 0xffffff, *gid, port->activeMtu};
 
-    // Completion events wake one thread per link; it also polls an eventfd
-    // the destructor signals, so teardown does not wait out a timeout.
+    // Completion events wake the executor's epoll thread, shared by every
+    // link. Non-blocking, so that ibv_get_cq_event never stalls that thread
+    // (and with it every other link) when the fd has nothing after all.
     const int fd = link->channel_.get()->fd;
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
         return errnoError();
     if (Result<void> r = link->cq_.requestNotify(); !r)
         return r.error();
-    link->wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (link->wakeFd_ < 0)
+    errno = 0;
+    const int id = executor.watch(fd, [l = link.get()] { l->onCompletionEvent(); });
+    if (id < 0)
         return errnoError();
-    link->poller_ = std::thread([l = link.get()] { l->completionLoop(); });
+    link->watchId_.store(id, std::memory_order_release);
     return link;
 }
 
 RcLink::~RcLink()
 {
-    stop_.store(true);
-    if (wakeFd_ >= 0) {
-        const std::uint64_t one = 1;
-        (void)!::write(wakeFd_, &one, sizeof one); // the poller returns at once
-    }
-    if (poller_.joinable())
-        poller_.join();
-    if (wakeFd_ >= 0)
-        ::close(wakeFd_);
+    // Before any member goes: after this no completion callback runs.
+    if (const int id = watchId_.load(std::memory_order_acquire); id >= 0)
+        executor_->unwatch(id);
 }
 
 Result<void> RcLink::postRecv(std::uint32_t index) noexcept
@@ -284,38 +281,37 @@ void RcLink::handle(const ibv_wc& wc)
         linkDown(status);
 }
 
-void RcLink::completionLoop()
+void RcLink::onCompletionEvent()
 {
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    errno = 0;
+    if (ibv_get_cq_event(channel_.get(), &cq, &ctx) != 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == 0)
+            return; // nothing to read after all: wait for the next wakeup
+        // The device went away (the channel reports an error). Stop
+        // watching, or the level-triggered fd calls us for ever. unwatch is
+        // the last touch of *this: the destructor may run once it returns.
+        linkDown(std::make_error_code(std::errc::io_error));
+        if (const int id = watchId_.load(std::memory_order_acquire); id >= 0)
+            executor_->unwatch(id);
+        return;
+    }
+    ibv_ack_cq_events(cq, 1);
+    // Re-arm before draining, so nothing that lands meanwhile is missed.
+    if (!cq_.requestNotify())
+        linkDown(std::make_error_code(std::errc::io_error));
     ibv_wc wc[16];
-    pollfd pfd[2] = {{channel_.get()->fd, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
-    while (!stop_.load(std::memory_order_acquire)) {
-        if (::poll(pfd, 2, -1) <= 0)
-            continue;
-        if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-            linkDown(std::make_error_code(std::errc::io_error)); // the device went away
+    for (;;) {
+        Result<int> n = cq_.poll(wc, 16);
+        if (!n) {
+            linkDown(n.error());
             break;
         }
-        if ((pfd[0].revents & POLLIN) == 0)
-            continue;
-        ibv_cq* cq = nullptr;
-        void* ctx = nullptr;
-        if (ibv_get_cq_event(channel_.get(), &cq, &ctx) != 0)
-            continue;
-        ibv_ack_cq_events(cq, 1);
-        // Re-arm before draining, so nothing that lands meanwhile is missed.
-        if (!cq_.requestNotify())
-            linkDown(std::make_error_code(std::errc::io_error));
-        for (;;) {
-            Result<int> n = cq_.poll(wc, 16);
-            if (!n) {
-                linkDown(n.error());
-                break;
-            }
-            if (*n == 0)
-                break;
-            for (int i = 0; i < *n; ++i)
-                handle(wc[i]);
-        }
+        if (*n == 0)
+            break;
+        for (int i = 0; i < *n; ++i)
+            handle(wc[i]);
     }
 }
 

@@ -10,9 +10,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
+#include "base/executor.h"
 #include "rdma/verbs.h"
 
 namespace smc::rdma
@@ -47,20 +47,31 @@ struct RemoteBuffer {
     std::uint32_t rkey = 0;
 };
 
+// Completions are handled on the executor's epoll thread, which every link
+// on that executor shares: the link watches its completion channel's fd
+// (Executor::watch), and each wakeup takes the event, re-arms the CQ and
+// polls it empty.
 class RcLink
 {
 public:
+    // Both run on the executor's epoll thread (onLinkDown also on a sender's
+    // thread whose post failed). They must not block, and in particular must
+    // not send: that may wait for a send slot, and only this thread frees one.
     struct Handlers {
-        // A control message arrived (on the link's completion thread; the
-        // receive buffer is re-posted after the handler returns).
+        // A control message arrived (the receive buffer is re-posted after
+        // the handler returns).
         std::function<void(const ControlMessage&)> onMessage;
-        // The link failed (QP error, flushed or failed completion). Called once.
+        // The link failed (QP error, flushed or failed completion, the device
+        // gone). Called once.
         std::function<void(std::error_code)> onLinkDown;
     };
 
     static Result<std::unique_ptr<RcLink>> create(const Context& context,
                                                   const ProtectionDomain& pd, LinkConfig config,
-                                                  Handlers handlers);
+                                                  Handlers handlers,
+                                                  Executor& executor = Executor::shared());
+    // Stops watching first (waits for a running completion callback, unless
+    // called from one), then the QP, buffers, CQ and channel go.
     ~RcLink();
     RcLink(const RcLink&) = delete;
     RcLink& operator=(const RcLink&) = delete;
@@ -97,7 +108,7 @@ private:
 
     Result<std::uint32_t> takeSlot(std::chrono::milliseconds wait);
     Result<void> postRecv(std::uint32_t index) noexcept;
-    void completionLoop();
+    void onCompletionEvent(); // one wakeup of the epoll thread
     void handle(const ibv_wc& wc);
     void linkDown(std::error_code why);
 
@@ -123,9 +134,10 @@ private:
     std::vector<Slot> slots_;
 
     std::atomic<bool> down_{false};
-    std::atomic<bool> stop_{false};
-    int wakeFd_ = -1; // eventfd: wakes the poller for teardown
-    std::thread poller_;
+    Executor* executor_ = nullptr;
+    // The completion channel's watch; atomic: the callback may read it
+    // before create() has stored it.
+    std::atomic<int> watchId_{-1};
 };
 
 } // namespace smc::rdma

@@ -48,6 +48,14 @@ Result<std::pair<DeviceList, int>> deviceList()
 
 } // namespace
 
+template <typename T, int (*Destroy)(T*)>
+template <typename... Parents>
+void Handle<T, Destroy>::adopt(T* raw, const char* what, std::shared_ptr<Parents>... parents)
+{
+    // The parents are captures of the deleter: they go after Destroy has run.
+    handle_.reset(raw, [what, parents...](T* p) { destroyed(what, Destroy(p)); });
+}
+
 Result<std::vector<std::string>> listDevices()
 {
     Result<std::pair<DeviceList, int>> list = deviceList();
@@ -100,7 +108,7 @@ Result<Context> Context::open(std::string_view name)
     ibv_context* raw = ibv_open_device(found);
     if (!raw)
         return errnoError();
-    c.ctx_.reset(raw, [](ibv_context* p) { destroyed("ibv_close_device", ibv_close_device(p)); });
+    c.adopt(raw, "ibv_close_device");
     return c;
 }
 
@@ -166,9 +174,7 @@ Result<ProtectionDomain> ProtectionDomain::create(const Context& context)
     if (raw == nullptr)
         return errnoError();
     ProtectionDomain pd;
-    pd.pd_.reset(raw, [ctx = context.shared()](ibv_pd* p) {
-        destroyed("ibv_dealloc_pd", ibv_dealloc_pd(p));
-    });
+    pd.adopt(raw, "ibv_dealloc_pd", context.shared());
     return pd;
 }
 
@@ -180,8 +186,7 @@ Result<MemoryRegion> MemoryRegion::create(const ProtectionDomain& pd, void* addr
     if (raw == nullptr)
         return errnoError();
     MemoryRegion mr;
-    mr.mr_.reset(raw,
-                 [keep = pd.shared()](ibv_mr* m) { destroyed("ibv_dereg_mr", ibv_dereg_mr(m)); });
+    mr.adopt(raw, "ibv_dereg_mr", pd.shared());
     return mr;
 }
 
@@ -192,9 +197,7 @@ Result<CompletionChannel> CompletionChannel::create(const Context& context)
     if (raw == nullptr)
         return errnoError();
     CompletionChannel c;
-    c.channel_.reset(raw, [ctx = context.shared()](ibv_comp_channel* p) {
-        destroyed("ibv_destroy_comp_channel", ibv_destroy_comp_channel(p));
-    });
+    c.adopt(raw, "ibv_destroy_comp_channel", context.shared());
     return c;
 }
 
@@ -208,9 +211,7 @@ Result<CompletionQueue> CompletionQueue::create(const Context& context, int entr
         return errnoError();
     CompletionQueue cq;
     std::shared_ptr<ibv_comp_channel> keepChannel = channel ? channel->shared() : nullptr;
-    cq.cq_.reset(raw, [ctx = context.shared(), keepChannel](ibv_cq* p) {
-        destroyed("ibv_destroy_cq", ibv_destroy_cq(p));
-    });
+    cq.adopt(raw, "ibv_destroy_cq", context.shared(), std::move(keepChannel));
     return cq;
 }
 
@@ -244,9 +245,7 @@ Result<QueuePair> QueuePair::createRc(const ProtectionDomain& pd, const Completi
         return errnoError();
     QueuePair qp;
     qp.caps_ = caps;
-    qp.qp_.reset(raw,
-                 [keepPd = pd.shared(), keepSend = sendCq.shared(), keepRecv = recvCq.shared()](
-                     ibv_qp* p) { destroyed("ibv_destroy_qp", ibv_destroy_qp(p)); });
+    qp.adopt(raw, "ibv_destroy_qp", pd.shared(), sendCq.shared(), recvCq.shared());
     return qp;
 }
 

@@ -55,13 +55,32 @@ constexpr bool isIpv4Mapped(const Gid& gid) noexcept
     return gid[10] == 0xff && gid[11] == 0xff;
 }
 
-class Context
+// What every handle below is: a shared_ptr to one verbs object whose deleter
+// calls `Destroy` on it (a failure is logged) and only then lets go of the
+// parents it keeps. Copies share the object. Empty until made by a create().
+template <typename T, int (*Destroy)(T*)> class Handle
+{
+public:
+    T* get() const noexcept { return handle_.get(); }
+    explicit operator bool() const noexcept { return handle_ != nullptr; }
+    const std::shared_ptr<T>& shared() const noexcept { return handle_; }
+
+protected:
+    // Own `raw`; `what` names Destroy in the log. Defined in verbs.cpp, the
+    // only place handles are made.
+    template <typename... Parents>
+    void adopt(T* raw, const char* what, std::shared_ptr<Parents>... parents);
+
+private:
+    std::shared_ptr<T> handle_;
+};
+
+class Context : public Handle<ibv_context, ibv_close_device>
 {
 public:
     // Opens the named device; an empty name takes the first one.
     static Result<Context> open(std::string_view name = {});
 
-    ibv_context* get() const noexcept { return ctx_.get(); }
     const std::string& name() const noexcept { return name_; }
     Result<PortInfo> port(std::uint8_t portNum) const;
     Result<Gid> gid(std::uint8_t portNum, int index) const;
@@ -70,62 +89,40 @@ public:
     // Every RoCE v2 IPv4-mapped GID's index (one per IPv4 address of the netdev).
     Result<std::vector<int>> roceV2Ipv4Gids(std::uint8_t portNum) const;
 
-    const std::shared_ptr<ibv_context>& shared() const noexcept { return ctx_; }
-
 private:
-    std::shared_ptr<ibv_context> ctx_;
     std::string name_;
 };
 
-class ProtectionDomain
+class ProtectionDomain : public Handle<ibv_pd, ibv_dealloc_pd>
 {
 public:
     static Result<ProtectionDomain> create(const Context& context);
-    ibv_pd* get() const noexcept { return pd_.get(); }
-    const std::shared_ptr<ibv_pd>& shared() const noexcept { return pd_; }
-
-private:
-    std::shared_ptr<ibv_pd> pd_;
 };
 
-class MemoryRegion
+class MemoryRegion : public Handle<ibv_mr, ibv_dereg_mr>
 {
 public:
     static Result<MemoryRegion> create(const ProtectionDomain& pd, void* addr, std::size_t length,
                                        int access);
-    ibv_mr* get() const noexcept { return mr_.get(); }
-    std::uint32_t lkey() const noexcept { return mr_->lkey; }
-    std::uint32_t rkey() const noexcept { return mr_->rkey; }
-    std::uint64_t addr() const noexcept { return reinterpret_cast<std::uintptr_t>(mr_->addr); }
-
-private:
-    std::shared_ptr<ibv_mr> mr_;
+    std::uint32_t lkey() const noexcept { return get()->lkey; }
+    std::uint32_t rkey() const noexcept { return get()->rkey; }
+    std::uint64_t addr() const noexcept { return reinterpret_cast<std::uintptr_t>(get()->addr); }
 };
 
-class CompletionChannel
+class CompletionChannel : public Handle<ibv_comp_channel, ibv_destroy_comp_channel>
 {
 public:
     static Result<CompletionChannel> create(const Context& context);
-    ibv_comp_channel* get() const noexcept { return channel_.get(); }
-    const std::shared_ptr<ibv_comp_channel>& shared() const noexcept { return channel_; }
-
-private:
-    std::shared_ptr<ibv_comp_channel> channel_;
 };
 
-class CompletionQueue
+class CompletionQueue : public Handle<ibv_cq, ibv_destroy_cq>
 {
 public:
     static Result<CompletionQueue> create(const Context& context, int entries,
                                           const CompletionChannel* channel = nullptr);
-    ibv_cq* get() const noexcept { return cq_.get(); }
-    const std::shared_ptr<ibv_cq>& shared() const noexcept { return cq_; }
     // ibv_poll_cq: a count, or negative on a CQ error.
     Result<int> poll(ibv_wc* wc, int max) const noexcept;
     Result<void> requestNotify() const noexcept;
-
-private:
-    std::shared_ptr<ibv_cq> cq_;
 };
 
 // What one side of an RC connection tells the other.
@@ -143,13 +140,12 @@ struct QueuePairCaps {
     std::uint32_t maxRecvSge = 1;
 };
 
-class QueuePair
+class QueuePair : public Handle<ibv_qp, ibv_destroy_qp>
 {
 public:
     static Result<QueuePair> createRc(const ProtectionDomain& pd, const CompletionQueue& sendCq,
                                       const CompletionQueue& recvCq, const QueuePairCaps& caps);
-    ibv_qp* get() const noexcept { return qp_.get(); }
-    std::uint32_t qpn() const noexcept { return qp_->qp_num; }
+    std::uint32_t qpn() const noexcept { return get()->qp_num; }
     const QueuePairCaps& caps() const noexcept { return caps_; }
 
     // RESET -> INIT: receives may be posted from here on.
@@ -162,7 +158,6 @@ public:
     Result<ibv_qp_state> state() const noexcept;
 
 private:
-    std::shared_ptr<ibv_qp> qp_;
     QueuePairCaps caps_;
 };
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// RcChannel: LLC messages over an RcLink with a delivery thread; RdmaLinkProvider: QP + PD links.
+// RcChannel: LLC messages over an RcLink, delivered on a SerialQueue; RdmaLinkProvider: QP + PD
+// links.
 #include "smc/transport/rc_channel.h"
 
 #include <algorithm>
@@ -23,32 +24,26 @@ constexpr auto kWriteWait = 10s;
 
 Result<std::unique_ptr<RcChannel>> RcChannel::create(const rdma::Context& context,
                                                      const rdma::ProtectionDomain& pd,
-                                                     rdma::LinkConfig config)
+                                                     rdma::LinkConfig config, Executor& executor)
 {
-    std::unique_ptr<RcChannel> c(new RcChannel());
+    std::unique_ptr<RcChannel> c(new RcChannel(executor));
     Result<std::unique_ptr<rdma::RcLink>> link =
         rdma::RcLink::create(context, pd, config,
                              {[p = c.get()](const rdma::ControlMessage& m) { p->push(m); },
-                              [p = c.get()](std::error_code) { p->push(std::nullopt); }});
+                              [p = c.get()](std::error_code) { p->push(std::nullopt); }},
+                             executor);
     if (!link)
         return link.error();
     c->link_ = std::move(*link);
-    c->thread_ = std::thread([p = c.get()] { p->run(); });
     return c;
 }
 
 RcChannel::~RcChannel()
 {
-    // Delivery first: a callback may still send on the link. A completion
-    // that lands after only queues (under mutex_, still alive).
-    {
-        std::lock_guard lock(mutex_);
-        stop_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable())
-        thread_.join();
-    link_.reset(); // joins the completion thread
+    // Deliveries first: a callback may still send on the link. A completion
+    // that lands after only queues its item (the closed queue drops the task).
+    deliveries_.close();
+    link_.reset(); // unwatches: no completion callback runs after this
 }
 
 LinkAddress RcChannel::address() const noexcept
@@ -59,43 +54,41 @@ LinkAddress RcChannel::address() const noexcept
 
 void RcChannel::start(Callbacks callbacks)
 {
-    {
-        std::lock_guard lock(mutex_);
-        callbacks_ = std::move(callbacks);
-        started_ = true; // what arrived before is delivered now, in order
-    }
-    wake_.notify_all();
+    MutexLocker lock(mutex_);
+    callbacks_ = std::move(callbacks);
+    started_ = true;
+    // What arrived before is delivered now, in order; push posts the rest.
+    // Posting never blocks, so it may happen under the lock, which keeps the
+    // count of tasks equal to the count of items.
+    for (std::size_t i = 0; i < items_.size(); ++i)
+        deliveries_.post([this] { deliverOne(); });
 }
 
-void RcChannel::push(std::optional<rdma::ControlMessage> message)
+void RcChannel::push(Item item)
 {
-    {
-        std::lock_guard lock(mutex_);
-        queue_.push_back(message);
-    }
-    wake_.notify_all();
+    MutexLocker lock(mutex_);
+    items_.push_back(item);
+    if (started_)
+        deliveries_.post([this] { deliverOne(); });
 }
 
-void RcChannel::run()
+void RcChannel::deliverOne()
 {
-    std::unique_lock lock(mutex_);
-    bool down = false;
-    for (;;) {
-        wake_.wait(lock, [&] { return stop_ || (started_ && !queue_.empty()); });
-        if (stop_)
+    Item item;
+    {
+        MutexLocker lock(mutex_);
+        if (items_.empty())
             return;
-        std::optional<rdma::ControlMessage> item = queue_.front();
-        queue_.pop_front();
-        if (down)
-            continue; // a dead link delivers nothing more
-        down = !item.has_value();
-        lock.unlock();
-        if (item && callbacks_.onMessage)
-            callbacks_.onMessage({item->begin(), item->end()});
-        else if (!item && callbacks_.onDown)
-            callbacks_.onDown();
-        lock.lock();
+        item = items_.front();
+        items_.pop_front();
     }
+    if (down_)
+        return; // a dead link delivers nothing more
+    down_ = !item.has_value();
+    if (item && callbacks_.onMessage)
+        callbacks_.onMessage({item->begin(), item->end()});
+    else if (!item && callbacks_.onDown)
+        callbacks_.onDown();
 }
 
 Result<void> RcChannel::send(std::span<const std::byte> message)
@@ -134,8 +127,9 @@ bool RcChannel::isUp() const noexcept
     return !link_->isDown();
 }
 
-RdmaLinkProvider::RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config)
-    : context_(std::move(context)), config_(config)
+RdmaLinkProvider::RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config,
+                                   Executor& executor)
+    : context_(std::move(context)), config_(config), executor_(executor)
 {
 }
 
@@ -160,7 +154,8 @@ Result<NewLink> RdmaLinkProvider::create(std::span<const Gid> avoid)
     Result<rdma::ProtectionDomain> pd = rdma::ProtectionDomain::create(context_);
     if (!pd)
         return pd.error();
-    Result<std::unique_ptr<RcChannel>> channel = RcChannel::create(context_, *pd, config);
+    Result<std::unique_ptr<RcChannel>> channel =
+        RcChannel::create(context_, *pd, config, executor_);
     if (!channel)
         return channel.error();
     const LinkAddress local = (*channel)->address();

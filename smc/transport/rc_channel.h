@@ -2,28 +2,33 @@
 // RcChannel and RdmaLinkProvider: link groups over RC queue pairs (SMC-R on a RoCE device).
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
 
+#include "base/executor.h"
+#include "base/mutex.h"
 #include "rdma/rc_link.h"
 #include "smc/transport/link_provider.h"
 
 namespace smc
 {
 
-// An LinkChannel over one RcLink. Messages are handed to the link group on a
-// thread of the channel's own, never on the completion thread: a handler
-// that sends may wait for a send slot, and only the completion thread frees
-// one.
+// A LinkChannel over one RcLink. The link's completions run on the
+// executor's epoll thread; the channel hands messages and link-down to the
+// link group through a SerialQueue on the executor's short-task threads, one
+// at a time and in order, never on the epoll thread: a callback that sends
+// may wait for a send slot, and only the epoll thread frees one. Messages
+// that arrive before start() are kept and delivered first, in order.
 class RcChannel final : public LinkChannel
 {
 public:
-    static Result<std::unique_ptr<RcChannel>>
-    create(const rdma::Context& context, const rdma::ProtectionDomain& pd, rdma::LinkConfig config);
+    static Result<std::unique_ptr<RcChannel>> create(const rdma::Context& context,
+                                                     const rdma::ProtectionDomain& pd,
+                                                     rdma::LinkConfig config,
+                                                     Executor& executor = Executor::shared());
+    // Deliveries stop first (a running callback is waited for, unless this
+    // runs in it), then the link: no callback runs after this returns.
     ~RcChannel() override;
 
     LinkAddress address() const noexcept;
@@ -39,29 +44,33 @@ public:
     bool isUp() const noexcept override;
 
 private:
-    RcChannel() = default;
-    void push(std::optional<rdma::ControlMessage> message); // nullopt: link down
-    void run();
+    using Item = std::optional<rdma::ControlMessage>; // nullopt: link down
+    explicit RcChannel(Executor& executor) : deliveries_(executor, SerialQueue::Kind::Short) {}
+    void push(Item item); // on the epoll thread (or a sender's, whose post failed)
+    void deliverOne();    // on deliveries_
 
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<std::optional<rdma::ControlMessage>> queue_;
+    Mutex mutex_;
+    // Once started, one delivery task is posted per item.
+    std::deque<Item> items_ SMC_GUARDED_BY(mutex_);
+    bool started_ SMC_GUARDED_BY(mutex_) = false;
+    // Set by start() before the first delivery task is posted; read only by
+    // those tasks, so it needs no lock.
     Callbacks callbacks_;
-    bool started_ = false;
-    bool stop_ = false;
-    std::thread thread_;
-    std::unique_ptr<rdma::RcLink> link_; // reset by the destructor, after the delivery thread
+    bool down_ = false; // delivered link-down; only deliveries_ (one at a time) touch it
+    SerialQueue deliveries_;
+    std::unique_ptr<rdma::RcLink> link_; // reset by the destructor, after deliveries_ closed
 };
 
 // Makes links on one RDMA device port: each link an RC QP with its own
 // protection domain, and a registrar that gives every buffer a memory region
 // on it (Linux: one PD and one MR per buffer per link). Each RoCE v2 IPv4
 // GID of the port (one per IPv4 address) is a path the group may pick as an
-// alternate; `config.gidIndex` >= 0 pins one.
+// alternate; `config.gidIndex` >= 0 pins one. Its links run on `executor`.
 class RdmaLinkProvider final : public LinkProvider
 {
 public:
-    explicit RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config = {});
+    explicit RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config = {},
+                              Executor& executor = Executor::shared());
 
     Result<NewLink> create(std::span<const Gid> avoid) override;
     Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) override;
@@ -70,6 +79,7 @@ public:
 private:
     rdma::Context context_;
     rdma::LinkConfig config_;
+    Executor& executor_;
 };
 
 } // namespace smc

@@ -24,15 +24,21 @@ namespace
 using namespace std::chrono_literals;
 
 // Two RC links on the device, each with its own PD, connected to each other.
+// Each has an executor of its own, as on two hosts: a stalled handler of B
+// (gateB) stalls only B's completions, not A's.
 struct LinkPair {
     Context context;
     ProtectionDomain pdA, pdB;
-    std::unique_ptr<RcLink> a, b;
+    Executor executorA{{.threads = 1}}, executorB{{.threads = 1}};
     std::mutex mutex;
     std::condition_variable arrived;
     std::vector<ControlMessage> atA, atB;
     std::atomic<int> downA{0}, downB{0};
-    std::function<void()> gateB; // runs before B handles a message
+    // Runs before B handles a message. Under `mutex`: the test sets it while
+    // B's handler may run, ordered only through the device (TSan cannot see that).
+    std::function<void()> gateB;
+    // Last, so destroyed first: their handlers use everything above.
+    std::unique_ptr<RcLink> a, b;
 
     void setUp()
     {
@@ -42,15 +48,18 @@ struct LinkPair {
         Result<std::unique_ptr<RcLink>> la =
             RcLink::create(context, pdA, {},
                            {[this](const ControlMessage& m) { deliver(atA, m); },
-                            [this](std::error_code) { ++downA; }});
+                            [this](std::error_code) { ++downA; }},
+                           executorA);
         ASSERT_TRUE(la) << la.error().message();
-        Result<std::unique_ptr<RcLink>> lb = RcLink::create(context, pdB, {},
-                                                            {[this](const ControlMessage& m) {
-                                                                 if (gateB)
-                                                                     gateB();
-                                                                 deliver(atB, m);
-                                                             },
-                                                             [this](std::error_code) { ++downB; }});
+        Result<std::unique_ptr<RcLink>> lb =
+            RcLink::create(context, pdB, {},
+                           {[this](const ControlMessage& m) {
+                                if (std::function<void()> g = gate())
+                                    g();
+                                deliver(atB, m);
+                            },
+                            [this](std::error_code) { ++downB; }},
+                           executorB);
         ASSERT_TRUE(lb) << lb.error().message();
         a = std::move(*la);
         b = std::move(*lb);
@@ -58,6 +67,12 @@ struct LinkPair {
         ASSERT_TRUE(ab) << "A to B: " << ab.error().message();
         Result<void> ba = b->connect(a->local());
         ASSERT_TRUE(ba) << "B to A: " << ba.error().message();
+    }
+
+    std::function<void()> gate()
+    {
+        std::lock_guard lock(mutex);
+        return gateB;
     }
 
     void deliver(std::vector<ControlMessage>& to, const ControlMessage& m)
@@ -178,7 +193,10 @@ TEST_F(Rxe, ControlMessagesBothWaysWithSlotExhaustionAndRecovery)
     // RNR retries, and A runs out of send slots.
     std::mutex gate;
     std::unique_lock hold(gate);
-    links.gateB = [&gate] { std::lock_guard pass(gate); };
+    {
+        std::lock_guard lock(links.mutex);
+        links.gateB = [&gate] { std::lock_guard pass(gate); };
+    }
     std::uint32_t sent = 10;
     Result<void> r;
     while ((r = links.a->send(message(sent), 2s)))

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // rdma/ parts that need no device: error normalisation, GID classes, WR halving, no-RDMA hosts.
 #include <cerrno>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 
@@ -53,6 +54,17 @@ TEST(WorkRequests, HalvingFollowsLinux)
     EXPECT_EQ(send, 16u);
     EXPECT_FALSE(halveWrCounts(send, recv));
     EXPECT_EQ(send, 16u) << "unchanged when giving up";
+}
+
+TEST(Handles, EmptyUntilCreatedAndCopiesShare)
+{
+    EXPECT_FALSE(Context{});
+    EXPECT_EQ(ProtectionDomain{}.get(), nullptr);
+    EXPECT_EQ(CompletionChannel{}.shared(), nullptr);
+    EXPECT_FALSE(CompletionQueue{});
+    EXPECT_FALSE(QueuePair{});
+    static_assert(std::is_copy_constructible_v<MemoryRegion>);
+    static_assert(!std::is_convertible_v<QueuePair, bool>, "operator bool is explicit");
 }
 
 TEST(Devices, NoRdmaIsAClearErrorNotACrash)
