@@ -86,7 +86,7 @@ Result<void> BufferPoolCore::addLink(unsigned link)
         return PoolErrc::NotSupported;
     if (link >= kMaxLinks)
         return PoolErrc::InvalidLink;
-    std::lock_guard lock(linkMutex_);
+    MutexLocker lock(linkMutex_);
     if ((usable_.load() | adding_.load()) & linkBit(link))
         return PoolErrc::LinkExists;
     std::vector<BufferDesc*> claimed;
@@ -139,7 +139,7 @@ Result<void> BufferPoolCore::removeLink(unsigned link)
         return PoolErrc::NotSupported;
     if (link >= kMaxLinks)
         return PoolErrc::InvalidLink;
-    std::lock_guard lock(linkMutex_);
+    MutexLocker lock(linkMutex_);
     if (!(usable_.load() & linkBit(link)))
         return PoolErrc::NoSuchLink;
     usable_.fetch_and(~linkBit(link), std::memory_order_seq_cst);

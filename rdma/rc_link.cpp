@@ -70,7 +70,10 @@ Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const Pro
     }
     link->sendSlots_ = send;
     link->recvSlots_ = recv;
-    link->slots_.resize(send);
+    {
+        MutexLocker lock(link->mutex_); // nobody else has the link yet; the analysis cannot know
+        link->slots_.resize(send);
+    }
 
     link->sendBuffers_ = std::make_unique<std::byte[]>(send * kWrBufferSize);
     link->recvBuffers_ = std::make_unique<std::byte[]>(recv * kWrBufferSize);
@@ -138,9 +141,9 @@ Result<void> RcLink::connect(const Endpoint& peer)
 
 Result<std::uint32_t> RcLink::takeSlot(std::chrono::milliseconds wait)
 {
-    std::unique_lock lock(mutex_);
+    MutexLocker lock(mutex_);
     std::uint32_t index = 0;
-    auto freeSlot = [&] {
+    auto freeSlot = [&]() SMC_REQUIRES(mutex_) {
         if (isDown())
             return true;
         for (index = 0; index < slots_.size(); ++index)
@@ -148,7 +151,7 @@ Result<std::uint32_t> RcLink::takeSlot(std::chrono::milliseconds wait)
                 return true;
         return false;
     };
-    if (!slotFreed_.wait_for(lock, wait, freeSlot))
+    if (!slotFreed_.waitFor(lock, wait, freeSlot))
         return std::make_error_code(std::errc::timed_out);
     if (isDown())
         return linkIsDown();
@@ -158,7 +161,7 @@ Result<std::uint32_t> RcLink::takeSlot(std::chrono::milliseconds wait)
 
 std::uint32_t RcLink::freeSendSlots() const
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     std::uint32_t n = 0;
     for (const Slot& s : slots_)
         n += !s.busy;
@@ -182,7 +185,7 @@ Result<void> RcLink::send(const ControlMessage& message, std::chrono::millisecon
     ibv_send_wr* bad = nullptr;
     if (std::error_code ec = returnedError(ibv_post_send(qp_.get(), &wr, &bad))) {
         {
-            std::lock_guard lock(mutex_);
+            MutexLocker lock(mutex_);
             slots_[*slot].busy = false;
         }
         linkDown(ec); // Linux: a failed post takes the link down
@@ -198,7 +201,7 @@ Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_
     if (!slot)
         return slot.error();
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         slots_[*slot].waited = true;
     }
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), static_cast<std::uint32_t>(length), lkey};
@@ -213,15 +216,15 @@ Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_
     ibv_send_wr* bad = nullptr;
     if (std::error_code ec = returnedError(ibv_post_send(qp_.get(), &wr, &bad))) {
         {
-            std::lock_guard lock(mutex_);
+            MutexLocker lock(mutex_);
             slots_[*slot] = {};
         }
         linkDown(ec);
         return ec;
     }
-    std::unique_lock lock(mutex_);
+    MutexLocker lock(mutex_);
     Slot& s = slots_[*slot];
-    if (!slotFreed_.wait_for(lock, wait, [&] { return s.done; }))
+    if (!slotFreed_.waitFor(lock, wait, [&] { return s.done; }))
         return std::make_error_code(
             std::errc::timed_out); // the slot stays taken until it completes
     const std::error_code status = s.status;
@@ -241,7 +244,7 @@ void RcLink::linkDown(std::error_code why)
     if (down_.exchange(true, std::memory_order_acq_rel))
         return; // reported once
     {
-        std::lock_guard lock(mutex_); // wake slot waiters: they answer "link down"
+        MutexLocker lock(mutex_); // wake slot waiters: they answer "link down"
     }
     slotFreed_.notify_all();
     if (handlers_.onLinkDown)
@@ -267,7 +270,7 @@ void RcLink::handle(const ibv_wc& wc)
         return;
     }
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         Slot& s = slots_[wc.wr_id];
         if (s.waited) {
             s.done = true; // the waiter frees it

@@ -5,14 +5,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "base/executor.h"
+#include "base/mutex.h"
 #include "rdma/verbs.h"
 
 namespace smc::rdma
@@ -129,9 +128,9 @@ private:
     MemoryRegion recvMr_;
     QueuePair qp_;
 
-    mutable std::mutex mutex_;
-    std::condition_variable slotFreed_;
-    std::vector<Slot> slots_;
+    mutable Mutex mutex_;
+    ConditionVariable slotFreed_;
+    std::vector<Slot> slots_ SMC_GUARDED_BY(mutex_);
 
     std::atomic<bool> down_{false};
     Executor* executor_ = nullptr;

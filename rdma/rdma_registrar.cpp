@@ -11,13 +11,13 @@ namespace smc::rdma
 
 void RdmaRegistrar::setLink(unsigned link, ProtectionDomain pd)
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     links_.at(link) = std::move(pd);
 }
 
 void RdmaRegistrar::clearLink(unsigned link)
 {
-    std::lock_guard lock(mutex_);
+    MutexLocker lock(mutex_);
     links_.at(link).reset();
 }
 
@@ -27,7 +27,7 @@ std::error_code RdmaRegistrar::registerBuffer(BufferDesc& desc, unsigned link)
         return PoolErrc::InvalidLink;
     std::optional<ProtectionDomain> pd;
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         pd = links_[link];
     }
     if (!pd)

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <array>
-#include <mutex>
 #include <optional>
 
+#include "base/mutex.h"
 #include "pool/registrar.h"
 #include "rdma/verbs.h"
 
@@ -31,8 +31,8 @@ public:
     void unregisterBuffer(BufferDesc& desc, unsigned link) noexcept override;
 
 private:
-    std::mutex mutex_; // guards links_ (control path only)
-    std::array<std::optional<ProtectionDomain>, kMaxLinks> links_;
+    Mutex mutex_; // control path only
+    std::array<std::optional<ProtectionDomain>, kMaxLinks> links_ SMC_GUARDED_BY(mutex_);
 };
 
 } // namespace smc::rdma

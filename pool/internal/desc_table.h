@@ -6,10 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <vector>
 
+#include "base/mutex.h"
 #include "pool/buffer_desc.h"
 #include "pool/internal/desc_access.h"
 
@@ -49,7 +49,7 @@ public:
     // A vacant descriptor, or null when the table is full (or out of memory).
     BufferDesc* claim() noexcept
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         if (!vacant_.empty()) {
             BufferDesc* d = vacant_.back();
             vacant_.pop_back();
@@ -78,7 +78,7 @@ public:
 
     void vacate(BufferDesc& d) noexcept
     {
-        std::lock_guard lock(mutex_);
+        MutexLocker lock(mutex_);
         vacant_.push_back(&d);
     }
 
@@ -93,8 +93,8 @@ private:
     const std::uint32_t capacity_;
     std::array<std::atomic<BufferDesc*>, kMaxChunks> chunks_{};
     std::atomic<std::uint32_t> highWater_{0};
-    std::mutex mutex_; // claim/vacate only: the create and free paths
-    std::vector<BufferDesc*> vacant_;
+    Mutex mutex_; // claim/vacate only: the create and free paths
+    std::vector<BufferDesc*> vacant_ SMC_GUARDED_BY(mutex_);
 };
 
 } // namespace smc

@@ -114,6 +114,8 @@ private:
                                         boost::intrusive::constant_time_size<false>>;
 
     // Each lock on its own cache line, so buckets do not share one by accident.
+    // lists_[k][c] is guarded by lockOf(k, c), a lock picked at run time,
+    // which clang's -Wthread-safety cannot express; TSan checks it in CI.
     struct alignas(64) PaddedLock {
         std::shared_mutex mutex;
     };

@@ -6,11 +6,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include <tbb/enumerable_thread_specific.h>
 
+#include "base/mutex.h"
 #include "pool/buffer_pool.h"
 #include "pool/internal/desc_access.h"
 #include "pool/internal/desc_table.h"
@@ -127,7 +127,9 @@ private:
     std::atomic<std::uint64_t> epoch_{1};
     std::atomic<unsigned> usable_{0};
     std::atomic<unsigned> adding_{0};
-    std::mutex linkMutex_; // link changes only; acquire/release never take it
+    // Serialises link changes (the masks above are atomics the hot path
+    // reads); acquire and release never take it.
+    Mutex linkMutex_;
 
     MagazinePolicy* magazine_ = nullptr; // the policy, when it is ours: called directly
     const std::size_t maxBytes_ = classBytes(maxSizeClass(config_.tech));

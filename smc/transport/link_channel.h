@@ -37,8 +37,9 @@ public:
     };
 
     virtual ~LinkChannel() = default;
-    // Deliveries start; callbacks run on the channel's own thread, never on
-    // a caller's, so a callback may send.
+    // Deliveries start; callbacks run one at a time, in order, on the
+    // executor's short-task threads (a serial queue per channel), never on a
+    // caller's thread nor on the completion thread, so a callback may send.
     virtual void start(Callbacks callbacks) = 0;
     virtual Result<void> send(std::span<const std::byte> message) = 0;
     // The end that offered the link learns the far end (ADD_LINK response).
