@@ -347,8 +347,7 @@ bool SerialQueue::inQueue() const
 // --- PeriodicTimer ---------------------------------------------------------------
 
 PeriodicTimer::PeriodicTimer(Executor& executor, std::chrono::milliseconds period, Task tick)
-    : period_(period), queue_(executor),
-      tick_(std::make_shared<Task>(std::move(tick)))
+    : period_(period), queue_(executor), tick_(std::make_shared<Task>(std::move(tick)))
 {
     arm();
 }
