@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-// Mutex, MutexLocker, ConditionVariable: std primitives with clang thread-safety annotations.
+// Mutex, SharedMutex, their lockers, ConditionVariable: std primitives with clang thread-safety
+// annotations.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 // clang's -Wthread-safety checks these; other compilers ignore them.
 #if defined(__clang__)
@@ -18,6 +20,9 @@
 #define SMC_REQUIRES(...) SMC_TSA(requires_capability(__VA_ARGS__))
 #define SMC_ACQUIRE(...) SMC_TSA(acquire_capability(__VA_ARGS__))
 #define SMC_RELEASE(...) SMC_TSA(release_capability(__VA_ARGS__))
+#define SMC_ACQUIRE_SHARED(...) SMC_TSA(acquire_shared_capability(__VA_ARGS__))
+#define SMC_RELEASE_SHARED(...) SMC_TSA(release_shared_capability(__VA_ARGS__))
+#define SMC_REQUIRES_SHARED(...) SMC_TSA(requires_shared_capability(__VA_ARGS__))
 
 namespace smc
 {
@@ -49,6 +54,46 @@ public:
 private:
     friend class ConditionVariable;
     std::unique_lock<std::mutex> lock_;
+};
+
+// A reader/writer lock: many shared holders or one exclusive one.
+class SMC_CAPABILITY("mutex") SharedMutex
+{
+public:
+    void lock() SMC_ACQUIRE() { mutex_.lock(); }
+    void unlock() SMC_RELEASE() { mutex_.unlock(); }
+    void lockShared() SMC_ACQUIRE_SHARED() { mutex_.lock_shared(); }
+    void unlockShared() SMC_RELEASE_SHARED() { mutex_.unlock_shared(); }
+
+private:
+    std::shared_mutex mutex_;
+};
+
+class SMC_SCOPED_CAPABILITY WriteLocker
+{
+public:
+    explicit WriteLocker(SharedMutex& mutex) SMC_ACQUIRE(mutex) : mutex_(mutex) { mutex_.lock(); }
+    ~WriteLocker() SMC_RELEASE() { mutex_.unlock(); }
+    WriteLocker(const WriteLocker&) = delete;
+    WriteLocker& operator=(const WriteLocker&) = delete;
+
+private:
+    SharedMutex& mutex_;
+};
+
+class SMC_SCOPED_CAPABILITY ReadLocker
+{
+public:
+    explicit ReadLocker(SharedMutex& mutex) SMC_ACQUIRE_SHARED(mutex) : mutex_(mutex)
+    {
+        mutex_.lockShared();
+    }
+    ~ReadLocker() SMC_RELEASE() { mutex_.unlockShared(); }
+    ReadLocker(const ReadLocker&) = delete;
+    ReadLocker& operator=(const ReadLocker&) = delete;
+
+private:
+    SharedMutex& mutex_;
 };
 
 class ConditionVariable

@@ -74,10 +74,9 @@ int run(const Options& o)
         LinkGroup& client = *(*made)->client.group;
         if (!waitForLinks(server, client, 2, 30s))
             return fail("the second link did not come up");
-        std::vector<std::pair<Connection*, Connection*>> open;
+        std::vector<ConnectionPair> open;
         for (unsigned i = 0; i < conns; ++i) {
-            Result<std::pair<Connection*, Connection*>> c =
-                connectLocalPair(server, client, 65536, 65536);
+            Result<ConnectionPair> c = connectLocalPair(server, client, 65536, 65536);
             if (!c)
                 return fail("connection %u: %s", i, c.error().message().c_str());
             open.push_back(*c);
@@ -103,13 +102,13 @@ int run(const Options& o)
                    : Result<LinkGroup::Handshake>(hs.error());
             if (!hc)
                 return fail("handshake: %s", hc.error().message().c_str());
-            Connection* sc = hs->connection();
-            Connection* cc = hc->connection();
+            ConnectionPtr sc = hs->connection();
+            ConnectionPtr cc = hc->connection();
             const RtokenTable::Rtoken serverRmb = hs->rtoken();
             t0 = Clock::now();
-            r = hs->complete(hc->rtoken());
+            r = hs->complete(hc->rtoken(), cc->rmb.size());
             confirm.add(t0);
-            Result<void> done = r ? hc->complete(serverRmb) : r;
+            Result<void> done = r ? hc->complete(serverRmb, sc->rmb.size()) : r;
             t0 = Clock::now();
             Result<void> closed = done ? server.closeConnection(*sc) : done;
             remove.add(t0);

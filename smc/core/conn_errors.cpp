@@ -21,10 +21,16 @@ public:
             return "the handshake was completed or abandoned already";
         case ConnErrc::PeerRmbUnknown:
             return "the peer's RMB is not known yet (complete the handshake first)";
-        case ConnErrc::OutOfRange:
+        case ConnErrc::SndbufRange:
             return "write beyond the end of the connection's send buffer";
+        case ConnErrc::PeerRmbRange:
+            return "write beyond the end of the peer's receive buffer (RMB)";
+        case ConnErrc::PeerRmbGone:
+            return "the peer deleted its receive buffer (DELETE_RKEY); the connection is dead";
         case ConnErrc::UnknownConnection:
             return "not a connection of this link group";
+        case ConnErrc::Closed:
+            return "the connection was closed already";
         }
         return "unknown connection error " + std::to_string(value);
     }

@@ -10,8 +10,11 @@ namespace smc
 enum class ConnErrc {
     HandshakeDone = 1, // Handshake::complete() after it completed or was abandoned
     PeerRmbUnknown,    // write() before the handshake told us the peer's RMB
-    OutOfRange,        // write() beyond the end of the connection's sndbuf
-    UnknownConnection, // not a connection of this group (closed already, or another group's)
+    SndbufRange,       // write() beyond the end of the connection's sndbuf
+    PeerRmbRange,      // write() beyond the end of the peer's RMB
+    PeerRmbGone,       // the peer deleted its RMB (DELETE_RKEY): nothing to write to
+    UnknownConnection, // another group's connection
+    Closed,            // closeConnection() ran already
 };
 
 const std::error_category& connCategory() noexcept;

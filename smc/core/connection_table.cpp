@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: MIT
-// ConnectionTable: tokens, per-link loads, failover moves, and what outlives the group's end.
+// ConnectionTable: tokens, per-link loads, failover moves.
 #include "smc/core/connection_table.h"
-
-#include "smc/core/conn_errors.h"
 
 namespace smc
 {
 
-Result<Connection*> ConnectionTable::open(BufferRef rmb, BufferRef sndbuf, unsigned maxConns,
-                                          const PickLink& pick)
+Result<ConnectionPtr> ConnectionTable::open(const LinkGroup* group, BufferRef rmb, BufferRef sndbuf,
+                                            unsigned maxConns, const PickLink& pick)
 {
     MutexLocker lock(mutex_);
     if (open_.size() >= maxConns)
@@ -20,31 +18,23 @@ Result<Connection*> ConnectionTable::open(BufferRef rmb, BufferRef sndbuf, unsig
     do
         token = nextToken_++;
     while (token == 0 || open_.count(token));
-    auto conn = std::make_unique<Connection>(token, rmb, sndbuf, *slot);
-    Connection* c = conn.get();
-    open_.emplace(token, std::move(conn));
+    auto conn = std::make_shared<Connection>(group, token, rmb, sndbuf, *slot);
+    open_.emplace(token, conn);
     ++loads_[*slot];
     ++opened_;
-    return c;
+    return conn;
 }
 
-Result<std::unique_ptr<Connection>> ConnectionTable::close(const Connection& conn)
+void ConnectionTable::remove(const Connection& conn)
 {
     MutexLocker lock(mutex_);
     auto it = open_.find(conn.token);
-    if (it == open_.end() || it->second.get() != &conn) {
-        auto dead = ended_.find(conn.token);
-        if (dead == ended_.end() || dead->second.get() != &conn)
-            return ConnErrc::UnknownConnection;
-        ended_.erase(dead); // the group ended it, buffers are back already
-        return std::make_error_code(std::errc::not_connected);
-    }
-    std::unique_ptr<Connection> owned = std::move(it->second);
-    open_.erase(it);
-    unsigned& load = loads_[owned->link()];
+    if (it == open_.end() || it->second.get() != &conn)
+        return;
+    unsigned& load = loads_[conn.link()];
     if (load > 0)
         --load;
-    return owned;
+    open_.erase(it);
 }
 
 void ConnectionTable::move(unsigned from, unsigned to)
@@ -72,18 +62,12 @@ std::vector<llc::RkeyPair> ConnectionTable::rkeys(unsigned from, unsigned to) co
     return out;
 }
 
-std::map<std::uint32_t, std::unique_ptr<Connection>> ConnectionTable::closeAll()
+std::map<std::uint32_t, ConnectionPtr> ConnectionTable::closeAll()
 {
     MutexLocker lock(mutex_);
     closed_ = true;
     loads_ = {};
     return std::exchange(open_, {});
-}
-
-void ConnectionTable::retire(std::map<std::uint32_t, std::unique_ptr<Connection>> conns)
-{
-    MutexLocker lock(mutex_);
-    ended_.merge(conns);
 }
 
 bool ConnectionTable::closeIfIdle()
@@ -113,12 +97,12 @@ ConnectionTable::Loads ConnectionTable::loads() const
     return loads_;
 }
 
-std::vector<const Connection*> ConnectionTable::list() const
+std::vector<ConnectionPtr> ConnectionTable::list() const
 {
     MutexLocker lock(mutex_);
-    std::vector<const Connection*> out;
+    std::vector<ConnectionPtr> out;
     for (const auto& [token, conn] : open_)
-        out.push_back(conn.get());
+        out.push_back(conn);
     return out;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// ConnectionTable: a link group's connections, their links' loads, and the ones the group ended.
+// ConnectionTable: a link group's open connections and their links' loads.
 #pragma once
 
 #include <array>
@@ -24,24 +24,20 @@ public:
     // Picks the link for a new connection (given the loads), or none.
     using PickLink = std::function<std::optional<unsigned>(const Loads&)>;
 
-    // A new connection on the link `pick` chooses, under the table's lock
-    // (so failover, which moves connections after a link went inactive, sees
-    // it). Errors: no_buffer_space (maxConns reached), not_connected (no
-    // link, or the table is closed: the group ends or was idle too long).
-    // The buffers stay the caller's on error.
-    Result<Connection*> open(BufferRef rmb, BufferRef sndbuf, unsigned maxConns,
-                             const PickLink& pick);
-    // Takes `conn` out. Errors: UnknownConnection (not one of ours, or closed
-    // already), not_connected (the group ended it: its buffers are back and
-    // the object is freed now).
-    Result<std::unique_ptr<Connection>> close(const Connection& conn);
+    // A new connection of `group` on the link `pick` chooses, under the
+    // table's lock (so failover, which moves connections after a link went
+    // inactive, sees it). Errors: no_buffer_space (maxConns reached),
+    // not_connected (no link, or the table is closed: the group ends or was
+    // idle too long). The buffers stay the caller's on error.
+    Result<ConnectionPtr> open(const LinkGroup* group, BufferRef rmb, BufferRef sndbuf,
+                               unsigned maxConns, const PickLink& pick);
+    // Takes `conn` out (nothing happens if it is not in).
+    void remove(const Connection& conn);
     void move(unsigned from, unsigned to);
     std::vector<llc::RkeyPair> rkeys(unsigned from, unsigned to) const;
     // The group ends: no connection opens any more; every open one is
-    // returned (to release its buffers), then retire()d so that pointers the
-    // application holds stay valid until close().
-    std::map<std::uint32_t, std::unique_ptr<Connection>> closeAll();
-    void retire(std::map<std::uint32_t, std::unique_ptr<Connection>> conns);
+    // returned, for the group to end it.
+    std::map<std::uint32_t, ConnectionPtr> closeAll();
     // The idle timer fired: true if still no connection (none opens from now).
     bool closeIfIdle();
 
@@ -49,13 +45,12 @@ public:
     // How many connections were ever opened (the idle timer's "none since").
     std::uint64_t opened() const;
     Loads loads() const;
-    std::vector<const Connection*> list() const;
+    std::vector<ConnectionPtr> list() const;
     bool closed() const;
 
 private:
     mutable Mutex mutex_;
-    std::map<std::uint32_t, std::unique_ptr<Connection>> open_ SMC_GUARDED_BY(mutex_);
-    std::map<std::uint32_t, std::unique_ptr<Connection>> ended_ SMC_GUARDED_BY(mutex_);
+    std::map<std::uint32_t, ConnectionPtr> open_ SMC_GUARDED_BY(mutex_);
     Loads loads_ SMC_GUARDED_BY(mutex_){};
     std::uint32_t nextToken_ SMC_GUARDED_BY(mutex_) = 1;
     std::uint64_t opened_ SMC_GUARDED_BY(mutex_) = 0;

@@ -13,10 +13,10 @@ Result<LinkGroup::Handshake> LinkGroup::beginHandshake(std::size_t rmbBytes,
     Result<FlowToken> token = llc_->acquireFlow(Flow::Rkey);
     if (!token)
         return token.error();
-    Result<Connection*> conn = openConnection(rmbBytes, sndbufBytes, linkId);
+    Result<ConnectionPtr> conn = openConnection(rmbBytes, sndbufBytes, linkId);
     if (!conn)
         return conn.error();
-    return Handshake(this, *conn, std::move(*token));
+    return Handshake(this, std::move(*conn), std::move(*token));
 }
 
 LinkGroup::Handshake& LinkGroup::Handshake::operator=(Handshake&& other) noexcept
@@ -24,7 +24,7 @@ LinkGroup::Handshake& LinkGroup::Handshake::operator=(Handshake&& other) noexcep
     if (this != &other) {
         abandon();
         group_ = std::exchange(other.group_, nullptr);
-        conn_ = std::exchange(other.conn_, nullptr);
+        conn_ = std::move(other.conn_);
         token_ = std::move(other.token_);
     }
     return *this;
@@ -44,26 +44,36 @@ void LinkGroup::Handshake::abandon() noexcept
     }
 }
 
-Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb)
+Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb, std::size_t peerRmbBytes)
 {
     if (group_ == nullptr)
         return ConnErrc::HandshakeDone;
+    if (peerRmb.rkey == 0 || peerRmbBytes == 0) { // rkey 0 means "none" in the table
+        abandon();
+        return std::make_error_code(std::errc::invalid_argument);
+    }
     if (group_->terminated()) {
         abandon();
         return std::make_error_code(std::errc::not_connected);
     }
     RtokenTable& rtokens = group_->llc_->rtokens();
     const unsigned link = conn_->link(); // stable: we hold the flow
-    Result<unsigned> row = rtokens.add(link, peerRmb);
+    Result<RtokenTable::Row> row = rtokens.addRow(link, peerRmb);
     Result<void> r = row ? group_->llc_->confirmRkey(token_, *conn_->rmb.desc(), link)
                          : Result<void>(row.error());
+    if (r) {
+        WriteLocker lock(conn_->use_);
+        if (conn_->state_ == Connection::State::Open)
+            conn_->peer_ = Connection::PeerRmb{*row, peerRmbBytes};
+        else
+            r = std::make_error_code(std::errc::not_connected); // the group ended meanwhile
+    }
     if (!r) {
         if (row) // nobody will use it; the peer's DELETE_RKEY may find it gone
             (void)rtokens.remove(link, peerRmb.rkey);
         abandon();
         return r;
     }
-    conn_->peerRmb_.store(static_cast<int>(*row), std::memory_order_release);
     group_ = nullptr;
     token_.release();
     return {};

@@ -48,7 +48,8 @@ LinkGroup::~LinkGroup()
     idle_.close();
     llc_->stop(); // links cleared: nothing calls us any more
     for (auto& [token, conn] : conns_.closeAll())
-        releaseBuffers(*pool_, conn->rmb, conn->sndbuf);
+        if (endConnection(*conn, Connection::State::Ended))
+            releaseBuffers(*pool_, conn->rmb, conn->sndbuf);
     pool_.reset(); // before the engine: the pool unregisters through it
 }
 
@@ -105,12 +106,9 @@ void LinkGroup::moveConnections(unsigned from, unsigned to)
 
 void LinkGroup::groupEnded(std::string reason)
 {
-    auto conns = conns_.closeAll();
-    for (auto& [token, conn] : conns) // every buffer back to the pool
-        releaseBuffers(*pool_, conn->rmb, conn->sndbuf);
-    // The objects stay until closeConnection() or the group's end, so a
-    // pointer the user (or a Handshake) still holds is not left dangling.
-    conns_.retire(std::move(conns));
+    for (auto& [token, conn] : conns_.closeAll()) // every buffer back to the pool
+        if (endConnection(*conn, Connection::State::Ended))
+            releaseBuffers(*pool_, conn->rmb, conn->sndbuf);
     TerminationHandler handler;
     {
         MutexLocker lock(handlerMutex_);
@@ -142,8 +140,8 @@ bool LinkGroup::hasRoom() const
            !llc_->rtokens().full();
 }
 
-Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
-                                              std::optional<std::uint8_t> linkId)
+Result<ConnectionPtr> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
+                                                std::optional<std::uint8_t> linkId)
 {
     if (llc_->terminated())
         return std::make_error_code(std::errc::not_connected);
@@ -159,8 +157,8 @@ Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t 
     }
     // The least loaded ACTIVE link (or the one named), chosen under the
     // table's lock: other openers ran meanwhile, a link may have gone.
-    Result<Connection*> conn =
-        conns_.open(*rmb, *snd, llc_->maxConns(), [&](const ConnectionTable::Loads& loads) {
+    Result<ConnectionPtr> conn =
+        conns_.open(this, *rmb, *snd, llc_->maxConns(), [&](const ConnectionTable::Loads& loads) {
             const auto slots = llc_->slots();
             std::optional<unsigned> best;
             for (unsigned s = 0; s < kMaxLinks; ++s)
@@ -174,19 +172,31 @@ Result<Connection*> LinkGroup::openConnection(std::size_t rmbBytes, std::size_t 
     return conn;
 }
 
+bool LinkGroup::endConnection(Connection& conn, Connection::State to)
+{
+    WriteLocker lock(conn.use_);
+    if (conn.state_ != Connection::State::Open)
+        return false;
+    conn.state_ = to;
+    return true;
+}
+
 Result<void> LinkGroup::closeConnection(Connection& conn)
 {
-    Result<std::unique_ptr<Connection>> owned = conns_.close(conn);
-    if (!owned)
-        return owned.error();
+    if (conn.group_ != this)
+        return ConnErrc::UnknownConnection;
+    if (!endConnection(conn, Connection::State::Closed))
+        return conn.state() == Connection::State::Closed
+                   ? Result<void>(ConnErrc::Closed)
+                   : Result<void>(std::make_error_code(std::errc::not_connected));
+    conns_.remove(conn);
     if (conns_.size() == 0)
         armIdleTimer();
     // Linux reuses the RMB even when DELETE_RKEY could not be sent; the
     // caller learns of it from the error.
-    Result<void> r = std::make_error_code(std::errc::timed_out);
-    if (Result<FlowToken> token = llc_->acquireFlow(Flow::Rkey))
-        r = llc_->deleteRkey(*token, *(*owned)->rmb.desc());
-    releaseBuffers(*pool_, (*owned)->rmb, (*owned)->sndbuf);
+    Result<FlowToken> token = llc_->acquireFlow(Flow::Rkey);
+    Result<void> r = token ? llc_->deleteRkey(*token, *conn.rmb.desc()) : token.error();
+    releaseBuffers(*pool_, conn.rmb, conn.sndbuf);
     return r;
 }
 
@@ -202,18 +212,33 @@ std::vector<LinkInfo> LinkGroup::links() const
 Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
                               std::span<const std::byte> data)
 {
+    if (conn.group_ != this)
+        return ConnErrc::UnknownConnection;
+    ReadLocker lock(conn.use_); // the buffers stay ours until we are done
+    if (conn.state_ != Connection::State::Open)
+        return conn.state_ == Connection::State::Closed
+                   ? Result<void>(ConnErrc::Closed)
+                   : Result<void>(std::make_error_code(std::errc::not_connected));
     if (offset > conn.sndbuf.size() || data.size() > conn.sndbuf.size() - offset)
-        return ConnErrc::OutOfRange;
-    const std::optional<unsigned> row = conn.peerRmb();
-    if (!row)
+        return ConnErrc::SndbufRange;
+    if (!conn.peer_)
         return ConnErrc::PeerRmbUnknown;
+    // Checked here, not left to the peer's NIC: over RC a remote access
+    // error breaks the link, and failover would carry the same write to the
+    // next one.
+    if (offset > conn.peer_->bytes || data.size() > conn.peer_->bytes - offset)
+        return ConnErrc::PeerRmbRange;
+    if (data.empty())
+        return {};
     const unsigned slot = conn.link();
     std::shared_ptr<LinkChannel> channel = llc_->activeChannel(slot);
     if (!channel)
         return std::make_error_code(std::errc::not_connected);
-    std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(*row, slot);
-    if (!rt || rt->rkey == 0) // the peer's RMB is not (yet) known on this link
-        return std::make_error_code(std::errc::not_connected);
+    std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(conn.peer_->row, slot);
+    if (!rt) // deleted by the peer, or not (yet) known on this link
+        return llc_->rtokens().holds(conn.peer_->row)
+                   ? Result<void>(std::make_error_code(std::errc::not_connected))
+                   : Result<void>(ConnErrc::PeerRmbGone);
     std::byte* src = conn.sndbuf.data() + offset;
     std::memcpy(src, data.data(), data.size());
     return channel->write(src, data.size(), conn.sndbuf->registration(slot).lkey,

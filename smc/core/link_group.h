@@ -50,7 +50,8 @@ class LinkGroup final : private LlcHost
 public:
     // Told when the group is gone (last link lost, peer said DELETE_LINK ALL,
     // protocol violation, idle); the connections are dead by then: their
-    // buffers are back in the pool, closeConnection() says not_connected.
+    // buffers are back in the pool, write() and closeConnection() say
+    // not_connected.
     // Runs on one of the executor's threads: it must not destroy the group.
     using TerminationHandler = std::function<void(std::string reason)>;
 
@@ -60,6 +61,8 @@ public:
     static Result<std::unique_ptr<LinkGroup>> create(LinkGroupConfig config,
                                                      LinkProvider& provider);
     // Waits for a running flow to give up (at once: it is told to stop).
+    // Connections the application still holds end (state Ended); the group
+    // must not be called any more, not even with them.
     ~LinkGroup();
 
     // The first link (CONFIRM_LINK): the server asks, the client answers.
@@ -89,12 +92,13 @@ public:
 
     // A connection's buffers and link (the least loaded, or `linkId`: a client
     // rides the link the server chose), without the peer's RMB: see Handshake.
-    // Errors: no_buffer_space (max conns or rtoken rows reached),
-    // not_connected (no such link, the group ended or is idle-freed), the
-    // pool's (InvalidSize, LimitReached, OutOfMemory, ...). Does not block
-    // beyond buffer registration.
-    Result<Connection*> openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
-                                       std::optional<std::uint8_t> linkId = std::nullopt);
+    // The handle stays valid as long as it is held; after close (or the
+    // group's end) calls with it fail cleanly. Errors: no_buffer_space (max
+    // conns or rtoken rows reached), not_connected (no such link, the group
+    // ended or is idle-freed), the pool's (InvalidSize, LimitReached,
+    // OutOfMemory, ...). Does not block beyond buffer registration.
+    Result<ConnectionPtr> openConnection(std::size_t rmbBytes, std::size_t sndbufBytes,
+                                         std::optional<std::uint8_t> linkId = std::nullopt);
 
     // One connection's share of the CLC handshake. From begin to complete()
     // no link comes or goes in this group, so the rtoken the peer sends in
@@ -110,24 +114,26 @@ public:
         Handshake& operator=(Handshake&& other) noexcept;
         ~Handshake() { abandon(); }
         // Ours, for CLC: the connection, its link and its RMB's rtoken there.
-        Connection* connection() const noexcept { return conn_; }
+        const ConnectionPtr& connection() const noexcept { return conn_; }
         RtokenTable::Rtoken rtoken() const noexcept;
-        // The peer's RMB as CLC told it (on our connection's link); then
-        // CONFIRM_RKEY tells the peer our RMB on every other link. On error
-        // the connection is closed. Errors: HandshakeDone (called twice, or
-        // after abandon), no_buffer_space (rtoken table full), not_connected
-        // (the group ended). Blocks for the peer's CONFIRM_RKEY answer.
-        Result<void> complete(RtokenTable::Rtoken peerRmb);
+        // The peer's RMB as CLC told it (its rtoken on our connection's link
+        // and its size: writes beyond it are refused); then CONFIRM_RKEY
+        // tells the peer our RMB on every other link. On error the
+        // connection is closed. Errors: HandshakeDone (called twice, or after
+        // abandon), invalid_argument (rkey 0 or size 0), no_buffer_space
+        // (rtoken table full), not_connected (the group ended). Blocks for
+        // the peer's CONFIRM_RKEY answer.
+        Result<void> complete(RtokenTable::Rtoken peerRmb, std::size_t peerRmbBytes);
 
     private:
         friend class LinkGroup;
-        Handshake(LinkGroup* group, Connection* conn, FlowToken token)
-            : group_(group), conn_(conn), token_(std::move(token))
+        Handshake(LinkGroup* group, ConnectionPtr conn, FlowToken token)
+            : group_(group), conn_(std::move(conn)), token_(std::move(token))
         {
         }
         void abandon() noexcept;
         LinkGroup* group_ = nullptr;
-        Connection* conn_ = nullptr;
+        ConnectionPtr conn_;
         FlowToken token_;
     };
     // Errors: openConnection's, and the flow token's (timed_out after
@@ -135,16 +141,21 @@ public:
     Result<Handshake> beginHandshake(std::size_t rmbBytes, std::size_t sndbufBytes,
                                      std::optional<std::uint8_t> linkId = std::nullopt);
     // DELETE_RKEY to the peer, buffers back to the pool (even when the peer
-    // could not be told: the error says so). Errors: UnknownConnection,
-    // not_connected (the group had ended it), timed_out. Blocks for the
+    // could not be told: the error says so). Errors: UnknownConnection
+    // (another group's), Closed (closed before), not_connected (the group had
+    // ended it), timed_out. Waits for writes in flight on it, then for the
     // flow token and the peer's answer.
     Result<void> closeConnection(Connection& conn);
     // The data path: copy `data` into the connection's sndbuf at `offset`
     // and RDMA-WRITE it to the same offset of the peer's RMB over the link
-    // the connection rides now. A link that just failed gives not_connected:
-    // retry once failover has moved the connection. Errors: OutOfRange,
-    // PeerRmbUnknown (no handshake yet), not_connected, the channel's.
-    // Blocks until the write completed (RDMA) or landed (in process).
+    // the connection rides now; an empty `data` does nothing once the
+    // arguments are checked. Nothing goes on the wire unless it fits the
+    // peer's RMB. A link that just failed gives not_connected: retry once
+    // failover has moved the connection. Errors: UnknownConnection, Closed,
+    // SndbufRange, PeerRmbUnknown (no handshake yet), PeerRmbRange,
+    // PeerRmbGone (the peer deleted its RMB), not_connected (group ended,
+    // or the link went), the channel's. Blocks until the write completed
+    // (RDMA) or landed (in process).
     Result<void> write(const Connection& conn, std::size_t offset, std::span<const std::byte> data);
     // Break a link as a failing device would (tests, demos): failover follows.
     // Errors: NoSuchLink. Does not block.
@@ -158,7 +169,7 @@ public:
     std::vector<LinkInfo> links() const;
     unsigned activeLinks() const { return llc_->activeLinks(); }
     std::uint8_t linkId(unsigned slot) const { return llc_->linkId(slot); } // 0: none there
-    std::vector<const Connection*> connections() const { return conns_.list(); }
+    std::vector<ConnectionPtr> connections() const { return conns_.list(); }
     unsigned connectionCount() const { return static_cast<unsigned>(conns_.size()); }
     bool hasRoom() const; // another connection fits (max conns, rtoken rows)
     const RtokenTable& rtokens() const noexcept { return llc_->rtokens(); }
@@ -179,6 +190,9 @@ private:
     void groupEnded(std::string reason) override;
 
     void armIdleTimer();
+    // Open -> `to` (Closed or Ended), after the writes in flight on it; false
+    // if it was not Open: then its buffers are someone else's to release.
+    static bool endConnection(Connection& conn, Connection::State to);
 
     LinkGroupConfig config_;
     Executor& executor_;

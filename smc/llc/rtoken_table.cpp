@@ -15,20 +15,20 @@ std::optional<unsigned> RtokenTable::findLocked(unsigned link, std::uint32_t rke
     return std::nullopt;
 }
 
-Result<unsigned> RtokenTable::add(unsigned link, Rtoken token)
+Result<RtokenTable::Row> RtokenTable::addRow(unsigned link, Rtoken token)
 {
     if (link >= kMaxLinks)
         return LinkErrc::InvalidSlot;
     MutexLocker lock(mutex_);
     for (unsigned r = 0; r < kRows; ++r)
         if (used_[r] && rows_[r][link] == token)
-            return r; // already known: Linux hands back the same row
+            return Row{r, generations_[r]}; // already known: Linux hands back the same row
     for (unsigned r = 0; r < kRows; ++r) {
         if (!used_[r]) {
             used_.set(r);
             rows_[r] = {};
             rows_[r][link] = token;
-            return r;
+            return Row{r, ++generations_[r]};
         }
     }
     return std::make_error_code(std::errc::no_buffer_space);
@@ -94,6 +94,21 @@ std::optional<RtokenTable::Rtoken> RtokenTable::get(unsigned row, unsigned link)
     if (row >= kRows || link >= kMaxLinks || !used_[row] || rows_[row][link].rkey == 0)
         return std::nullopt;
     return rows_[row][link];
+}
+
+std::optional<RtokenTable::Rtoken> RtokenTable::get(Row row, unsigned link) const
+{
+    MutexLocker lock(mutex_);
+    if (row.index >= kRows || link >= kMaxLinks || !used_[row.index] ||
+        generations_[row.index] != row.generation || rows_[row.index][link].rkey == 0)
+        return std::nullopt;
+    return rows_[row.index][link];
+}
+
+bool RtokenTable::holds(Row row) const
+{
+    MutexLocker lock(mutex_);
+    return row.index < kRows && used_[row.index] && generations_[row.index] == row.generation;
 }
 
 unsigned RtokenTable::used() const

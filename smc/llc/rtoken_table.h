@@ -28,10 +28,22 @@ public:
         friend bool operator==(const Rtoken&, const Rtoken&) = default;
     };
 
+    // A row and how many times it was taken before: a connection that keeps
+    // both learns when its row was deleted and taken by another RMB.
+    struct Row {
+        unsigned index = 0;
+        std::uint32_t generation = 0;
+    };
+
     // A peer RMB learnt on `link` (CLC or CONFIRM_RKEY). The same (rkey,
     // vaddr) on that link gives back its existing row; a full table is
     // std::errc::no_buffer_space.
-    Result<unsigned> add(unsigned link, Rtoken token);
+    Result<Row> addRow(unsigned link, Rtoken token);
+    Result<unsigned> add(unsigned link, Rtoken token)
+    {
+        Result<Row> row = addRow(link, token);
+        return row ? Result<unsigned>(row->index) : Result<unsigned>(row.error());
+    }
     // The RMB whose rkey on `knownLink` is `knownRkey` is reachable on
     // `newLink` as `token` (ADD_LINK_CONT, the v2 ADD_LINK extension).
     Result<unsigned> setByRkey(unsigned knownLink, std::uint32_t knownRkey, unsigned newLink,
@@ -46,6 +58,10 @@ public:
     // The row whose rkey on `link` is `rkey`.
     std::optional<unsigned> find(unsigned link, std::uint32_t rkey) const;
     std::optional<Rtoken> get(unsigned row, unsigned link) const;
+    // The same, if the row is still the one `row` names (not deleted since).
+    std::optional<Rtoken> get(Row row, unsigned link) const;
+    // Whether `row` is still taken by the RMB it was handed out for.
+    bool holds(Row row) const;
     unsigned used() const;
     bool full() const { return used() == kRows; }
 
@@ -56,6 +72,7 @@ private:
     mutable Mutex mutex_;
     std::bitset<kRows> used_ SMC_GUARDED_BY(mutex_);
     std::array<std::array<Rtoken, kMaxLinks>, kRows> rows_ SMC_GUARDED_BY(mutex_){};
+    std::array<std::uint32_t, kRows> generations_ SMC_GUARDED_BY(mutex_){};
 };
 
 } // namespace smc

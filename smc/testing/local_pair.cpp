@@ -25,9 +25,8 @@ Result<void> startLocalPair(LinkGroup& server, LinkGroup& client, LinkProvider& 
     return s ? c : s;
 }
 
-Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, LinkGroup& client,
-                                                             std::size_t rmbBytes,
-                                                             std::size_t sndbufBytes)
+Result<ConnectionPair> connectLocalPair(LinkGroup& server, LinkGroup& client, std::size_t rmbBytes,
+                                        std::size_t sndbufBytes)
 {
     Result<LinkGroup::Handshake> s = server.beginHandshake(rmbBytes, sndbufBytes);
     if (!s)
@@ -39,11 +38,11 @@ Result<std::pair<Connection*, Connection*>> connectLocalPair(LinkGroup& server, 
     if (!c)
         return c.error();
     const RtokenTable::Rtoken clientRmb = c->rtoken();
-    Connection* sc = s->connection();
-    Connection* cc = c->connection();
-    if (Result<void> r = s->complete(clientRmb); !r)
+    ConnectionPtr sc = s->connection();
+    ConnectionPtr cc = c->connection();
+    if (Result<void> r = s->complete(clientRmb, cc->rmb.size()); !r)
         return r.error();
-    if (Result<void> r = c->complete(serverRmb); !r) {
+    if (Result<void> r = c->complete(serverRmb, sc->rmb.size()); !r) {
         (void)server.closeConnection(*sc);
         return r.error();
     }

@@ -160,7 +160,7 @@ int runSmcr(const Options& o)
     const SystemId serverId{0x02, 0, 0, 0, 0, 0, 0, 1}, clientId{0x02, 0, 0, 0, 0, 0, 0, 2};
 
     std::vector<std::pair<LinkGroup*, LinkGroup*>> groupOf;
-    std::vector<std::pair<Connection*, Connection*>> conns;
+    std::vector<ConnectionPair> conns;
     for (unsigned i = 0; i < o.conns; ++i) {
         LinkGroup* s = server.manager->find(Role::Server, clientId);
         LinkGroup* c = client.manager->find(Role::Client, serverId);
@@ -184,8 +184,7 @@ int runSmcr(const Options& o)
                 return 1;
             }
         }
-        Result<std::pair<Connection*, Connection*>> pair =
-            connectLocalPair(*s, *c, bufferBytes(i), bufferBytes(i));
+        Result<ConnectionPair> pair = connectLocalPair(*s, *c, bufferBytes(i), bufferBytes(i));
         if (!pair) {
             std::fprintf(stderr, "smc-lgr-demo: connection %u: %s\n", i,
                          pair.error().message().c_str());

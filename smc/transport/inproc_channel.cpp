@@ -91,8 +91,12 @@ Result<void> InprocChannel::write(const void* src, std::size_t length, std::uint
         return std::make_error_code(std::errc::operation_not_supported);
     if (!isUp())
         return std::make_error_code(std::errc::not_connected);
-    if (!writer_(rkey, remoteAddr, src, length))
+    writes_.fetch_add(1, std::memory_order_relaxed);
+    if (!writer_(rkey, remoteAddr, src, length)) {
+        // As on RC: a remote access error puts the queue pair in error, the link is down.
+        shutdown();
         return std::make_error_code(std::errc::permission_denied);
+    }
     return {};
 }
 

@@ -42,13 +42,16 @@ public:
     bool isUp() const noexcept override;
 
     // What plays the NIC for write(): lands `n` bytes at `addr` if `rkey`
-    // covers them, else returns false (a remote access error).
+    // covers them, else returns false (a remote access error: as on RC, the
+    // write fails with permission_denied and the link goes down).
     using RemoteWriter =
         std::function<bool(std::uint32_t rkey, std::uint64_t addr, const void* src, std::size_t n)>;
     void setRemoteWriter(RemoteWriter writer) { writer_ = std::move(writer); }
 
     Faults& faults() noexcept { return faults_; }
     std::uint64_t delivered() const noexcept { return delivered_.load(); }
+    // RDMA WRITEs that reached the NIC (landed or refused).
+    std::uint64_t writes() const noexcept { return writes_.load(); }
 
 private:
     struct Wire;
@@ -72,6 +75,7 @@ private:
     bool downPending_ SMC_GUARDED_BY(mutex_) = false;
     bool downReported_ SMC_GUARDED_BY(mutex_) = false;
     std::atomic<std::uint64_t> delivered_{0};
+    std::atomic<std::uint64_t> writes_{0};
     SerialQueue delivery_; // last: closed first, while the rest still exists
 };
 

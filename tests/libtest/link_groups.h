@@ -50,12 +50,11 @@ inline void start(GroupPair& pair)
 }
 
 // One connection on both sides (connectLocalPair), failing the test on error.
-inline std::pair<Connection*, Connection*> handshake(LinkGroup& server, LinkGroup& client,
-                                                     std::size_t bytes = 65536)
+inline ConnectionPair handshake(LinkGroup& server, LinkGroup& client, std::size_t bytes = 65536)
 {
-    Result<std::pair<Connection*, Connection*>> c = connectLocalPair(server, client, bytes, bytes);
+    Result<ConnectionPair> c = connectLocalPair(server, client, bytes, bytes);
     EXPECT_TRUE(c) << "handshake: " << c.error().message();
-    return c ? *c : std::pair<Connection*, Connection*>{};
+    return c ? *c : ConnectionPair{};
 }
 
 // `from` writes 64 bytes of `value` into the peer RMB of `conn` over the link
@@ -77,7 +76,7 @@ inline bool writeToPeer(LinkGroup& from, const Connection& conn, const Connectio
 // Both sides hold, for every connection and every link they share, the rkey
 // the peer registered its RMB with on that link.
 inline void expectRtokensAgree(const LinkGroup& server, const LinkGroup& client,
-                               const std::vector<std::pair<Connection*, Connection*>>& conns)
+                               const std::vector<ConnectionPair>& conns)
 {
     for (auto [sc, cc] : conns) {
         for (const LinkInfo& sl : server.links()) {

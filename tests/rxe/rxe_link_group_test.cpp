@@ -17,7 +17,7 @@ namespace
 {
 
 using namespace std::chrono_literals;
-using Conns = std::vector<std::pair<Connection*, Connection*>>;
+using Conns = std::vector<ConnectionPair>;
 
 class RxeLinkGroups : public ::testing::Test
 {

@@ -58,10 +58,7 @@ struct Pair : test::GroupPair {
     // Hides GroupPair::start(): the first link, or the test fails.
     void start() { test::start(*this); }
 
-    std::pair<Connection*, Connection*> connect()
-    {
-        return test::handshake(*server.group, *client.group);
-    }
+    ConnectionPair connect() { return test::handshake(*server.group, *client.group); }
 };
 
 TEST(LinkGroup, FirstLinkThenASecondSymmetricLink)
@@ -130,7 +127,7 @@ TEST(LinkGroup, ClientAsksForALinkWithReqAddLink)
     EXPECT_EQ(p.server.group->requestAddLink().error(), LinkErrc::WrongRole);
     ASSERT_TRUE(p.server.group->deleteLink(p.server.group->links().back().slot));
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 1; }));
-    std::vector<std::pair<Connection*, Connection*>> conns;
+    std::vector<ConnectionPair> conns;
     for (int i = 0; i < 5; ++i)
         conns.push_back(p.connect());
 
@@ -175,7 +172,7 @@ void asymmetricThenSymmetric(bool serverHasOneDevice)
     EXPECT_EQ(p.client.group->type(), serverHasOneDevice ? peer : local);
     const LinkGroup& asymLocal = serverHasOneDevice ? *p.server.group : *p.client.group;
     EXPECT_EQ(asymLocal.links().back().slot, kMaxLinks - 1) << "asymmetric: the last slot";
-    std::vector<std::pair<Connection*, Connection*>> conns;
+    std::vector<ConnectionPair> conns;
     for (int i = 0; i < 4; ++i)
         conns.push_back(p.connect());
     // An asymmetric group takes only a symmetric link: the server finds no
@@ -220,7 +217,7 @@ TEST(LinkGroup, AddLinkExchangesEveryRmbsRkeys)
     const unsigned second = p.server.group->links().back().slot;
     ASSERT_TRUE(p.server.group->deleteLink(second));
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 1; }));
-    std::vector<std::pair<Connection*, Connection*>> conns;
+    std::vector<ConnectionPair> conns;
     for (int i = 0; i < 7; ++i)
         conns.push_back(p.connect());
     ASSERT_TRUE(p.server.group->addLink());
@@ -236,7 +233,7 @@ TEST(LinkGroup, ConnectionsSpreadAndSurviveALinkKill)
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
-    std::vector<std::pair<Connection*, Connection*>> conns;
+    std::vector<ConnectionPair> conns;
     for (int i = 0; i < 10; ++i)
         conns.push_back(p.connect());
     for (const LinkInfo& l : p.server.group->links())
@@ -317,7 +314,7 @@ TEST(LinkGroup, RkeysFollowConnectionsAcrossLinkChanges)
     Pair p;
     ASSERT_NO_FATAL_FAILURE(p.start());
     ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
-    std::vector<std::pair<Connection*, Connection*>> open;
+    std::vector<ConnectionPair> open;
     for (int i = 0; i < 24; ++i) {
         auto pair = p.connect();
         ASSERT_TRUE(pair.first && pair.second);
@@ -371,7 +368,7 @@ TEST(LinkGroup, HandshakesRaceLinkChanges)
     });
     // Open connections until the links changed a dozen times, closing the
     // oldest beyond 32 (DELETE_RKEY races the link changes too).
-    std::vector<std::pair<Connection*, Connection*>> open;
+    std::vector<ConnectionPair> open;
     unsigned opened = 0, failed = 0;
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     while ((changes < 12 || opened < 40) && std::chrono::steady_clock::now() < deadline) {
@@ -392,13 +389,13 @@ TEST(LinkGroup, HandshakesRaceLinkChanges)
         }
         const RtokenTable::Rtoken clientRmb = hc->rtoken(); // in CLC CONFIRM
         std::this_thread::sleep_for(1ms);
-        Connection* sc = hs->connection();
-        Connection* cc = hc->connection();
-        if (!hs->complete(clientRmb)) {
+        ConnectionPtr sc = hs->connection();
+        ConnectionPtr cc = hc->connection();
+        if (!hs->complete(clientRmb, cc->rmb.size())) {
             ++failed;
             continue;
         }
-        if (!hc->complete(serverRmb)) {
+        if (!hc->complete(serverRmb, sc->rmb.size())) {
             (void)p.server.group->closeConnection(*sc);
             ++failed;
             continue;
@@ -457,7 +454,7 @@ TEST(LinkGroup, FaultsDuringAddLinkNeverHangOrLeak)
         Pair p(2);
         ASSERT_NO_FATAL_FAILURE(p.start());
         ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
-        std::vector<std::pair<Connection*, Connection*>> conns;
+        std::vector<ConnectionPair> conns;
         for (int i = 0; i < 3; ++i)
             conns.push_back(p.connect());
         ASSERT_TRUE(p.server.group->deleteLink(p.server.group->links().back().slot));
@@ -517,7 +514,7 @@ TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
     defaults.timeouts = Pair::fastTimeouts();
     LinkGroupManager servers(defaults, fabric), clients(defaults, fabric);
     const SystemId serverId{1}, clientId{2};
-    std::vector<std::pair<Connection*, Connection*>> conns;
+    std::vector<ConnectionPair> conns;
     for (int i = 0; i < 300; ++i) {
         LinkGroup* s = servers.find(Role::Server, clientId);
         LinkGroup* c = clients.find(Role::Client, serverId);
@@ -527,8 +524,8 @@ TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
             c = clients.create(Role::Client, serverId).value();
             ASSERT_TRUE(startLocalPair(*s, *c, fabric));
         }
-        Result<Connection*> sc = s->openConnection(16384, 16384);
-        Result<Connection*> cc = c->openConnection(16384, 16384);
+        Result<ConnectionPtr> sc = s->openConnection(16384, 16384);
+        Result<ConnectionPtr> cc = c->openConnection(16384, 16384);
         ASSERT_TRUE(sc && cc) << i;
         conns.emplace_back(*sc, *cc);
     }

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+// A careless caller's connection handles: writes outside either buffer, through rows the peer
+// deleted, after close, of another group; each gets its own clear error and nothing on the wire.
+#include "smc/core/conn_errors.h"
+#include "smc/core/link_group.h"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/libtest/link_groups.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+struct Pair : test::GroupPair {
+    explicit Pair(unsigned maxLinks = 1)
+    {
+        LinkGroupConfig config;
+        config.maxLinks = maxLinks;
+        config.timeouts.firstLink = 2s;
+        config.timeouts.wait = 1s;
+        config.timeouts.flowStart = 5s;
+        config.timeouts.testLink = 0ms;
+        Result<void> created = create(config);
+        EXPECT_TRUE(created) << created.error().message();
+    }
+    void start() { test::start(*this); }
+    ConnectionPair connect(std::size_t bytes = 65536)
+    {
+        return test::handshake(*server.group, *client.group, bytes);
+    }
+};
+
+// RDMA WRITEs the client's end of the (one) link put on the wire.
+std::uint64_t clientWrites(Pair& p)
+{
+    return p.fabric().channel(p.fabric().lastQpn() + 0x10000)->writes();
+}
+
+std::vector<std::byte> bytes(std::size_t n, std::uint8_t value)
+{
+    return std::vector<std::byte>(n, std::byte{value});
+}
+
+bool holds(const BufferRef& buffer, std::size_t offset, std::size_t n, std::uint8_t value)
+{
+    for (std::size_t i = 0; i < n; ++i)
+        if (buffer.data()[offset + i] != std::byte{value})
+            return false;
+    return true;
+}
+
+// The client's sndbuf (64 KiB) is larger than the server's RMB (16 KiB): a
+// write that fits the first but not the second never reaches the wire, so
+// over RC no remote access error breaks the link.
+TEST(Connection, AWriteBeyondThePeerRmbIsRefusedBeforeTheWire)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    Result<LinkGroup::Handshake> hs = p.server.group->beginHandshake(16384, 16384);
+    ASSERT_TRUE(hs);
+    Result<LinkGroup::Handshake> hc = p.client.group->beginHandshake(
+        65536, 65536, p.server.group->linkId(hs->connection()->link()));
+    ASSERT_TRUE(hc);
+    ConnectionPtr sc = hs->connection(), cc = hc->connection();
+    ASSERT_EQ(sc->rmb.size(), 16384u);
+    const RtokenTable::Rtoken serverRmb = hs->rtoken();
+    ASSERT_TRUE(hs->complete(hc->rtoken(), cc->rmb.size()));
+    ASSERT_TRUE(hc->complete(serverRmb, sc->rmb.size()));
+
+    const std::uint64_t before = clientWrites(p);
+    EXPECT_EQ(p.client.group->write(*cc, 16384 - 8, bytes(16, 1)).error(), ConnErrc::PeerRmbRange);
+    EXPECT_EQ(p.client.group->write(*cc, 20000, bytes(1, 1)).error(), ConnErrc::PeerRmbRange);
+    EXPECT_EQ(clientWrites(p), before) << "nothing went on the wire";
+    EXPECT_EQ(p.client.group->activeLinks(), 1u);
+    EXPECT_EQ(p.client.group->stats().failovers, 0u);
+    ASSERT_TRUE(p.client.group->write(*cc, 16384 - 8, bytes(8, 2))) << "the last bytes fit";
+    EXPECT_TRUE(holds(sc->rmb, 16384 - 8, 8, 2));
+}
+
+TEST(Connection, OutOfRangeErrorsSayWhichBuffer)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    auto [sc, cc] = p.connect(16384);
+    ASSERT_TRUE(sc && cc);
+    const std::error_code snd = p.client.group->write(*cc, 16384, bytes(1, 1)).error();
+    EXPECT_EQ(snd, ConnErrc::SndbufRange);
+    EXPECT_NE(snd.message().find("send buffer"), std::string::npos) << snd.message();
+    EXPECT_NE(std::error_code(ConnErrc::PeerRmbRange).message(), snd.message());
+    EXPECT_EQ(p.client.group->write(*cc, std::size_t(-1), bytes(1, 1)).error(),
+              ConnErrc::SndbufRange)
+        << "no overflow in the bounds check";
+}
+
+// An empty write is checked like any other, then does nothing (no memcpy
+// from a null span, no work request).
+TEST(Connection, AnEmptyWriteIsANoOpOnceChecked)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    auto [sc, cc] = p.connect(16384);
+    ASSERT_TRUE(sc && cc);
+    const std::uint64_t before = clientWrites(p);
+    EXPECT_TRUE(p.client.group->write(*cc, 0, {}));
+    EXPECT_TRUE(p.client.group->write(*cc, 16384, {}));
+    EXPECT_EQ(p.client.group->write(*cc, 16385, {}).error(), ConnErrc::SndbufRange);
+    EXPECT_EQ(clientWrites(p), before);
+}
+
+// The server closes its end: its DELETE_RKEY frees the client's row while
+// the client's connection is still open, and the next connection takes that
+// row. A write through the old connection must not land in the new RMB.
+TEST(Connection, AWriteThroughARowThePeerDeletedFails)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    auto [oldS, oldC] = p.connect();
+    ASSERT_TRUE(oldS && oldC);
+    const unsigned row = *oldC->peerRmb();
+    ASSERT_TRUE(p.server.group->closeConnection(*oldS));
+    auto [newS, newC] = p.connect();
+    ASSERT_TRUE(newS && newC);
+    ASSERT_EQ(*newC->peerRmb(), row) << "the freed row is taken again";
+    std::memset(newS->rmb.data(), 0, 256);
+
+    EXPECT_EQ(p.client.group->write(*oldC, 0, bytes(256, 9)).error(), ConnErrc::PeerRmbGone);
+    EXPECT_TRUE(holds(newS->rmb, 0, 256, 0)) << "nothing reached the new connection's RMB";
+    EXPECT_TRUE(test::writeToPeer(*p.client.group, *newC, *newS, 3)) << "the new one writes";
+    EXPECT_TRUE(p.client.group->closeConnection(*oldC)) << "and the old one still closes";
+}
+
+TEST(Connection, HandlesAfterCloseGiveClosed)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    auto [sc, cc] = p.connect();
+    ASSERT_TRUE(sc && cc);
+    ASSERT_TRUE(p.client.group->closeConnection(*cc));
+    EXPECT_EQ(cc->state(), Connection::State::Closed);
+    EXPECT_EQ(p.client.group->write(*cc, 0, bytes(8, 1)).error(), ConnErrc::Closed);
+    EXPECT_EQ(p.client.group->closeConnection(*cc).error(), ConnErrc::Closed);
+    EXPECT_EQ(p.client.group->connectionCount(), 0u);
+    const PoolStats stats = p.client.group->pool().stats();
+    EXPECT_EQ(stats.rmb.inUseBytes + stats.sndbuf.inUseBytes, 0) << "released once, not twice";
+    EXPECT_EQ(stats.rmb.releases + stats.sndbuf.releases, 2u);
+    EXPECT_TRUE(p.server.group->closeConnection(*sc));
+}
+
+TEST(Connection, HandlesOfAnEndedGroupGiveNotConnected)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    auto [sc, cc] = p.connect();
+    ASSERT_TRUE(sc && cc);
+    p.server.group->terminate("test");
+    ASSERT_TRUE(test::eventually([&] { return p.client.group->terminated(); }));
+    ASSERT_TRUE(test::eventually([c = cc] { return c->state() == Connection::State::Ended; }));
+    EXPECT_EQ(p.client.group->write(*cc, 0, bytes(8, 1)).error(), std::errc::not_connected);
+    EXPECT_EQ(p.client.group->closeConnection(*cc).error(), std::errc::not_connected);
+    p.server.group.reset();
+    EXPECT_EQ(sc->state(), Connection::State::Ended) << "the handle outlives its group";
+}
+
+TEST(Connection, AnotherGroupsConnectionIsRefused)
+{
+    Pair a, b;
+    ASSERT_NO_FATAL_FAILURE(a.start());
+    ASSERT_NO_FATAL_FAILURE(b.start());
+    auto [as, ac] = a.connect();
+    auto [bs, bc] = b.connect();
+    ASSERT_TRUE(as && ac && bs && bc);
+    std::memset(bs->rmb.data(), 0, 64);
+    EXPECT_EQ(a.client.group->write(*bc, 0, bytes(64, 5)).error(), ConnErrc::UnknownConnection);
+    EXPECT_TRUE(holds(bs->rmb, 0, 64, 0));
+    EXPECT_EQ(a.client.group->closeConnection(*bc).error(), ConnErrc::UnknownConnection);
+    EXPECT_EQ(bc->state(), Connection::State::Open);
+    EXPECT_TRUE(test::writeToPeer(*b.client.group, *bc, *bs, 4));
+}
+
+// Writers and a closer race: every write either lands or says Closed, and
+// the buffers go back to the pool only once no write touches them.
+TEST(Connection, CloseWaitsForWritesInFlight)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    for (int round = 0; round < 20; ++round) {
+        auto [sc, cc] = p.connect(16384);
+        ASSERT_TRUE(sc && cc);
+        std::atomic<unsigned> other{0};
+        std::vector<std::thread> writers;
+        for (int t = 0; t < 2; ++t)
+            writers.emplace_back([&, cc = cc] {
+                for (;;) {
+                    Result<void> r = p.client.group->write(*cc, 0, bytes(4096, 1));
+                    if (!r) {
+                        if (r.error() != ConnErrc::Closed)
+                            ++other;
+                        return;
+                    }
+                }
+            });
+        std::this_thread::sleep_for(1ms);
+        EXPECT_TRUE(p.client.group->closeConnection(*cc));
+        for (auto& w : writers)
+            w.join();
+        EXPECT_EQ(other.load(), 0u);
+        EXPECT_TRUE(p.server.group->closeConnection(*sc));
+    }
+}
+
+} // namespace
+} // namespace smc
