@@ -69,5 +69,23 @@ TEST(RtokenTable, FullTableIsAClearError)
     EXPECT_EQ(t.add(3, {1, 1}).error(), LinkErrc::InvalidSlot);
 }
 
+// A row deleted and taken again by another RMB is not the row it was: a
+// connection holding the old one finds nothing through it.
+TEST(RtokenTable, ARowTakenAgainHasANewGeneration)
+{
+    RtokenTable t;
+    const RtokenTable::Row first = *t.addRow(0, {0x10, 0x1000});
+    EXPECT_EQ(t.addRow(0, {0x10, 0x1000})->generation, first.generation) << "same RMB, same row";
+    ASSERT_TRUE(t.remove(0, 0x10));
+    EXPECT_FALSE(t.holds(first));
+    const RtokenTable::Row second = *t.addRow(0, {0x20, 0x2000});
+    ASSERT_EQ(second.index, first.index);
+    EXPECT_NE(second.generation, first.generation);
+    EXPECT_FALSE(t.get(first, 0));
+    EXPECT_FALSE(t.holds(first));
+    ASSERT_TRUE(t.get(second, 0));
+    EXPECT_EQ(t.get(second, 0)->rkey, 0x20u);
+}
+
 } // namespace
 } // namespace smc
