@@ -197,9 +197,9 @@ TEST(Connection, CloseWaitsForWritesInFlight)
         std::atomic<unsigned> other{0};
         std::vector<std::thread> writers;
         for (int t = 0; t < 2; ++t)
-            writers.emplace_back([&, cc = cc] {
+            writers.emplace_back([&, cc = cc, offset = t * 8192u] { // disjoint bytes
                 for (;;) {
-                    Result<void> r = p.client.group->write(*cc, 0, bytes(4096, 1));
+                    Result<void> r = p.client.group->write(*cc, offset, bytes(4096, 1));
                     if (!r) {
                         if (r.error() != ConnErrc::Closed)
                             ++other;
