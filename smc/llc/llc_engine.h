@@ -39,6 +39,10 @@ struct LlcConfig {
 struct LlcStats {
     std::uint64_t messagesIn = 0, messagesOut = 0, malformed = 0, dropped = 0, delayed = 0;
     std::uint64_t failovers = 0;
+    // Link ids the peer may not use: 0, one in use, or not the one its flow
+    // is about (the ADD_LINK is rejected, the CONFIRM_RKEY answered negative,
+    // the flow fails).
+    std::uint64_t linkIdsRefused = 0;
 };
 
 // What the engine needs from the connections above it (the link group).

@@ -2,6 +2,8 @@
 // CONFIRM_RKEY and DELETE_RKEY: our RMBs told to the peer, and the peer's RMBs in our rtoken table.
 #include "smc/llc/llc_engine.h"
 
+#include <bitset>
+
 namespace smc
 {
 
@@ -54,11 +56,29 @@ void LlcEngine::remoteConfirmRkey(unsigned slot, const Message& m)
     // The RMB may already be known on another of the links it names (the
     // handshake's link, if the connection moved since): same row then.
     std::vector<std::pair<unsigned, RtokenTable::Rtoken>> columns{{slot, {c.rkey, c.vaddr}}};
+    bool refused = false;
     {
         MutexLocker lock(mutex_);
-        for (const llc::RtokenEntry& e : c.others)
+        // An entry for link 0, for the link the message came on, or for one
+        // link twice would overwrite a column the message already fills:
+        // refused, nothing stored. An id we do not know is skipped, as Linux
+        // does (a link the peer added or deleted meanwhile).
+        std::bitset<256> named;
+        named.set(0);
+        named.set(links_[slot].linkId);
+        for (const llc::RtokenEntry& e : c.others) {
+            refused |= named.test(e.linkId);
+            named.set(e.linkId);
             if (std::optional<unsigned> s = links_.slotOf(e.linkId))
                 columns.push_back({*s, {e.rkey, e.vaddr}});
+        }
+        if (refused)
+            ++stats_.linkIdsRefused;
+    }
+    if (refused) {
+        rc.negative = true; // not retry: the same message would fail again
+        (void)send(slot, reply);
+        return;
     }
     std::optional<unsigned> row;
     for (const auto& [s, t] : columns)
