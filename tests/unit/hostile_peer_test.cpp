@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A hostile peer: raw LLC messages against one LinkGroup: link ids it may not use.
+// A hostile peer: raw LLC messages against one LinkGroup: link ids it may not use, DELETE_RKEY
+// replies.
 #include <gtest/gtest.h>
 
 #include "tests/libtest/hostile.h"
@@ -162,6 +163,72 @@ TEST(HostilePeer, ConfirmLinkNamingAnotherLinkFailsTheFlow)
     EXPECT_TRUE(test::eventually([&] { return p.group().links().size() == 1; }));
     EXPECT_EQ(p.group().activeLinks(), 1u);
     EXPECT_EQ(p.group().stats().linkIdsRefused, 1u);
+}
+
+// --- DELETE_RKEY ---------------------------------------------------------------------
+
+// v2 lists up to 255 rkeys: the reply counts the unknown ones (byte 5) and
+// carries no list, in 44 bytes, as Linux's does (the finding: a shift by 32
+// for the 33rd rkey, and a count of 0).
+TEST(HostilePeer, DeleteRkeyV2CountsUnknownRkeys)
+{
+    RawPeer p(test::hostileConfig(Role::Client));
+    ASSERT_TRUE(p.start(1));
+    PeerEnd* via = p.end();
+    for (std::uint32_t rkey : {0xA1u, 0xA2u, 0xA3u}) {
+        ASSERT_TRUE(via->send({1, false, llc::ConfirmRkey{false, false, rkey, 0x1000, {}}}));
+        ASSERT_TRUE(via->nextOf(Type::ConfirmRkey, true));
+    }
+    ASSERT_EQ(p.group().rtokens().used(), 3u);
+
+    llc::DeleteRkey unknown;
+    for (std::uint32_t i = 0; i < 40; ++i)
+        unknown.rkeys.push_back(0xF000 + i);
+    llc::DeleteRkey mixed = unknown;
+    mixed.rkeys[0] = 0xA1;
+    mixed.rkeys[39] = 0xA3;
+    for (const auto& [request, invalid] : {std::pair{unknown, 40}, std::pair{mixed, 38}}) {
+        ASSERT_TRUE(via->send({2, false, request}));
+        std::size_t size = 0;
+        std::optional<Message> reply = via->next(3s, &size);
+        ASSERT_TRUE(reply);
+        ASSERT_EQ(reply->type(), Type::DeleteRkey);
+        EXPECT_TRUE(reply->response);
+        EXPECT_EQ(reply->version, 2);
+        EXPECT_EQ(size, llc::kMessageSize) << "Linux answers in 44 bytes";
+        const auto& d = std::get<llc::DeleteRkey>(reply->body);
+        EXPECT_TRUE(d.negative);
+        EXPECT_EQ(d.invalidCount, invalid);
+        EXPECT_EQ(d.requested, 40) << "byte 4 echoes the request's count";
+        EXPECT_TRUE(d.rkeys.empty());
+    }
+    EXPECT_EQ(p.group().rtokens().used(), 1u) << "0xA2 is left";
+}
+
+// v1: bit (7 - i) for each unknown rkey; the request's own byte 5 and NEG
+// flag mean nothing and are not echoed.
+TEST(HostilePeer, DeleteRkeyV1MasksUnknownRkeysOnly)
+{
+    RawPeer p(test::hostileConfig(Role::Client));
+    ASSERT_TRUE(p.start(1));
+    PeerEnd* via = p.end();
+    for (std::uint32_t rkey : {0xA1u, 0xA2u}) {
+        ASSERT_TRUE(via->send({1, false, llc::ConfirmRkey{false, false, rkey, 0x1000, {}}}));
+        ASSERT_TRUE(via->nextOf(Type::ConfirmRkey, true));
+    }
+    llc::DeleteRkey d{true, 0xff, 0, {0xA1, 0xF1, 0xF2, 0xF3, 0xF4, 0xF5, 0xF6, 0xF7}};
+    ASSERT_TRUE(via->send({1, false, d}));
+    std::optional<Message> reply = via->nextOf(Type::DeleteRkey, true);
+    ASSERT_TRUE(reply);
+    EXPECT_TRUE(std::get<llc::DeleteRkey>(reply->body).negative);
+    EXPECT_EQ(std::get<llc::DeleteRkey>(reply->body).errorMask, 0x7f);
+    d = {true, 0xff, 0, {0xA2}};
+    ASSERT_TRUE(via->send({1, false, d}));
+    reply = via->nextOf(Type::DeleteRkey, true);
+    ASSERT_TRUE(reply);
+    EXPECT_FALSE(std::get<llc::DeleteRkey>(reply->body).negative);
+    EXPECT_EQ(std::get<llc::DeleteRkey>(reply->body).errorMask, 0);
+    EXPECT_EQ(p.group().rtokens().used(), 0u);
 }
 
 } // namespace

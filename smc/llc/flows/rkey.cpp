@@ -2,6 +2,7 @@
 // CONFIRM_RKEY and DELETE_RKEY: our RMBs told to the peer, and the peer's RMBs in our rtoken table.
 #include "smc/llc/llc_engine.h"
 
+#include <algorithm>
 #include <bitset>
 
 namespace smc
@@ -97,19 +98,30 @@ void LlcEngine::remoteConfirmRkey(unsigned slot, const Message& m)
     (void)send(slot, reply);
 }
 
+// Linux's answer: v1 echoes the list with bit (7 - i) set for each unknown
+// rkey; v2 (up to 255 rkeys) counts them in byte 5 and carries no list, in 44
+// bytes. NEG when any was unknown. Nothing of the request's own byte 5 or NEG
+// flag is echoed.
 void LlcEngine::remoteDeleteRkey(unsigned slot, const Message& m)
 {
     const auto& d = std::get<llc::DeleteRkey>(m.body);
-    Message reply = m;
-    reply.response = true;
-    auto& rd = std::get<llc::DeleteRkey>(reply.body);
+    llc::DeleteRkey answer;
+    unsigned unknown = 0;
     for (std::size_t i = 0; i < d.rkeys.size(); ++i) {
-        if (!rtokens_.remove(slot, d.rkeys[i])) {
-            rd.negative = true;
-            rd.errorMask |= static_cast<std::uint8_t>(0x80u >> i);
-        }
+        if (rtokens_.remove(slot, d.rkeys[i]))
+            continue;
+        ++unknown;
+        if (m.version == 1 && i < 8) // v1 lists at most 8: one bit each
+            answer.errorMask |= static_cast<std::uint8_t>(0x80u >> i);
     }
-    (void)send(slot, reply);
+    answer.negative = unknown > 0;
+    if (m.version == 1) {
+        answer.rkeys = d.rkeys;
+    } else {
+        answer.invalidCount = static_cast<std::uint8_t>(std::min(unknown, 255u));
+        answer.requested = static_cast<std::uint8_t>(std::min<std::size_t>(d.rkeys.size(), 255));
+    }
+    (void)send(slot, {m.version, true, std::move(answer)});
 }
 
 } // namespace smc
