@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// gtest helpers for hostile-peer tests: a RawPeer's configuration and the test's side of an
-// ADD_LINK flow, played by hand (as the server of a client group).
+// gtest helpers for hostile-peer tests: a RawPeer's configuration, the test's side of an ADD_LINK
+// flow played by hand (as either role), and a way to hold a group's flows back.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <variant>
 
@@ -69,18 +70,15 @@ inline bool exchangeConts(PeerEnd& via, std::uint8_t linkId)
     }
 }
 
-// The whole ADD_LINK flow for `linkId`, the test as the server of a client
-// group; fails the test unless the new link is ACTIVE at the end.
-inline void serveAddLink(RawPeer& p, std::uint8_t linkId)
+// The rest of an ADD_LINK flow for `linkId` once the client accepted it: the
+// ADD_LINK_CONT exchange and CONFIRM_LINK on the new link (the group's last);
+// fails the test unless the new link is ACTIVE at the end.
+inline void finishAddLink(RawPeer& p, std::uint8_t linkId)
 {
     PeerEnd* via = p.end(0);
     ASSERT_TRUE(via);
-    const std::size_t index = p.provider().made();
-    std::optional<llc::AddLink> answer = offerLink(*via, linkId);
-    ASSERT_TRUE(answer) << "no ADD_LINK response";
-    ASSERT_FALSE(answer->reject) << "link id " << int(linkId) << " rejected";
     ASSERT_TRUE(exchangeConts(*via, linkId));
-    PeerEnd* added = p.end(index);
+    PeerEnd* added = p.end(p.provider().made() - 1);
     ASSERT_TRUE(added) << "no new link";
     const LinkAddress& a = added->address;
     ASSERT_TRUE(added->send({1, false, llc::ConfirmLink{a.mac, a.gid, a.qpn, linkId, {}, 2, 255}}));
@@ -88,5 +86,81 @@ inline void serveAddLink(RawPeer& p, std::uint8_t linkId)
     ASSERT_TRUE(eventually([&] { return slotOfId(p.group(), linkId).has_value(); }));
     ASSERT_TRUE(eventually([&] { return p.group().activeLinks() == p.group().links().size(); }));
 }
+
+// The whole ADD_LINK flow for `linkId`, the test as the server of a client
+// group.
+inline void serveAddLink(RawPeer& p, std::uint8_t linkId)
+{
+    PeerEnd* via = p.end(0);
+    ASSERT_TRUE(via);
+    std::optional<llc::AddLink> answer = offerLink(*via, linkId);
+    ASSERT_TRUE(answer) << "no ADD_LINK response";
+    ASSERT_FALSE(answer->reject) << "link id " << int(linkId) << " rejected";
+    ASSERT_NO_FATAL_FAILURE(finishAddLink(p, linkId));
+}
+
+// The test as the client of a server group that sent ADD_LINK `req` on its
+// first link: the answer (from a second device), the ADD_LINK_CONT exchange
+// (the test has no RMBs), CONFIRM_LINK on the new link.
+inline void answerAddLink(RawPeer& p, const llc::AddLink& req)
+{
+    PeerEnd* via = p.end(0);
+    ASSERT_TRUE(via);
+    PeerEnd* added = p.end(p.provider().made() - 1); // made before ADD_LINK went out
+    ASSERT_TRUE(added);
+    ASSERT_TRUE(via->send({1, true, addLinkRequest(req.linkId)}));
+    for (;;) {
+        std::optional<llc::Message> m = via->nextOf(llc::Type::AddLinkCont, false);
+        ASSERT_TRUE(m) << "no ADD_LINK_CONT from the server";
+        const auto& c = std::get<llc::AddLinkCont>(m->body);
+        ASSERT_TRUE(via->send({1, true, llc::AddLinkCont{req.linkId, 0, {}}}));
+        if (c.remaining <= c.rkeys.size())
+            break;
+    }
+    ASSERT_TRUE(added->nextOf(llc::Type::ConfirmLink, false)) << "no CONFIRM_LINK request";
+    const LinkAddress& a = added->address;
+    ASSERT_TRUE(
+        added->send({1, true, llc::ConfirmLink{a.mac, a.gid, a.qpn, req.linkId, {}, 2, 255}}));
+}
+
+// Occupies a blocking thread of `executor` until release() (or the end of
+// this object): on an executor with one blocking thread, no LLC flow or event
+// of its groups runs meanwhile, so what a peer sends piles up as it would
+// behind a slow flow, deterministically.
+class HeldFlows
+{
+public:
+    explicit HeldFlows(Executor& executor) : state_(std::make_shared<State>())
+    {
+        executor.postBlocking([state = state_] {
+            MutexLocker lock(state->mutex);
+            state->running = true;
+            state->changed.notify_all();
+            state->changed.wait(lock, [&]() SMC_REQUIRES(state->mutex) { return state->released; });
+        });
+        MutexLocker lock(state_->mutex);
+        state_->changed.wait(lock, [&]() SMC_REQUIRES(state_->mutex) { return state_->running; });
+    }
+    ~HeldFlows() { release(); }
+    HeldFlows(const HeldFlows&) = delete;
+    HeldFlows& operator=(const HeldFlows&) = delete;
+    void release()
+    {
+        {
+            MutexLocker lock(state_->mutex);
+            state_->released = true;
+        }
+        state_->changed.notify_all();
+    }
+
+private:
+    struct State {
+        Mutex mutex;
+        ConditionVariable changed;
+        bool running SMC_GUARDED_BY(mutex) = false;
+        bool released SMC_GUARDED_BY(mutex) = false;
+    };
+    std::shared_ptr<State> state_; // the task keeps it too: it may outlive this object
+};
 
 } // namespace smc::test

@@ -24,14 +24,71 @@
 namespace smc::test
 {
 
+// What the group's end of a link sends passes this gate; the test closes it
+// to play a peer that stopped taking messages (over RDMA the sender then
+// waits for a send slot). Shutting the link lets waiting senders go.
+struct SendGate {
+    Mutex mutex;
+    ConditionVariable changed;
+    bool closed SMC_GUARDED_BY(mutex) = false;
+    bool shut SMC_GUARDED_BY(mutex) = false;
+    unsigned waiting SMC_GUARDED_BY(mutex) = 0;
+};
+
+// The group's end of a link: an InprocChannel behind a SendGate.
+class GatedChannel final : public LinkChannel
+{
+public:
+    GatedChannel(std::unique_ptr<InprocChannel> inner, std::shared_ptr<SendGate> gate)
+        : inner_(std::move(inner)), gate_(std::move(gate))
+    {
+    }
+    void start(Callbacks callbacks) override { inner_->start(std::move(callbacks)); }
+    Result<void> send(std::span<const std::byte> message) override
+    {
+        {
+            MutexLocker lock(gate_->mutex);
+            ++gate_->waiting;
+            gate_->changed.notify_all();
+            gate_->changed.wait(
+                lock, [&]() SMC_REQUIRES(gate_->mutex) { return !gate_->closed || gate_->shut; });
+            --gate_->waiting;
+            if (gate_->shut)
+                return std::make_error_code(std::errc::not_connected);
+        }
+        return inner_->send(message);
+    }
+    Result<void> connect(const LinkAddress& peer) override { return inner_->connect(peer); }
+    Result<void> write(const void* src, std::size_t length, std::uint32_t lkey,
+                       std::uint64_t remoteAddr, std::uint32_t rkey) override
+    {
+        return inner_->write(src, length, lkey, remoteAddr, rkey);
+    }
+    void shutdown() noexcept override
+    {
+        {
+            MutexLocker lock(gate_->mutex);
+            gate_->shut = true;
+        }
+        gate_->changed.notify_all();
+        inner_->shutdown();
+    }
+    bool isUp() const noexcept override { return inner_->isUp(); }
+
+private:
+    std::unique_ptr<InprocChannel> inner_;
+    std::shared_ptr<SendGate> gate_;
+};
+
 // The test's end of one of the group's links: what the group sent on it, in
 // order, and raw sends.
 class PeerEnd
 {
 public:
-    // `address`: what this end claims to be in the messages the test sends.
-    PeerEnd(std::unique_ptr<InprocChannel> channel, LinkAddress claimed)
-        : address(claimed), channel_(std::move(channel))
+    // `claimed`: what this end says it is in the messages the test sends.
+    PeerEnd(std::unique_ptr<InprocChannel> channel, LinkAddress claimed,
+            std::shared_ptr<SendGate> gate)
+        : address(claimed), gate_(std::move(gate)), channel_(std::move(channel))
     {
         channel_->start({[this](std::vector<std::byte> bytes) { received(bytes); },
                          [this] {
@@ -99,9 +156,28 @@ public:
         return down_;
     }
 
+    // The group's sends on this link wait (a peer that takes nothing), until
+    // released or the link is shut.
+    void holdGroupSends() { setGate(true); }
+    void releaseGroupSends() { setGate(false); }
+    // How many of the group's sends wait at the gate now.
+    unsigned groupSendsWaiting() const
+    {
+        MutexLocker lock(gate_->mutex);
+        return gate_->waiting;
+    }
+
     const LinkAddress address;
 
 private:
+    void setGate(bool closed)
+    {
+        {
+            MutexLocker lock(gate_->mutex);
+            gate_->closed = closed;
+        }
+        gate_->changed.notify_all();
+    }
     void received(const std::vector<std::byte>& bytes)
     {
         Result<llc::Message> m = llc::decode(bytes);
@@ -125,6 +201,7 @@ private:
     std::size_t skipped_ SMC_GUARDED_BY(mutex_) = 0;
     std::size_t malformed_ SMC_GUARDED_BY(mutex_) = 0;
     bool down_ SMC_GUARDED_BY(mutex_) = false;
+    std::shared_ptr<SendGate> gate_;
     std::unique_ptr<InprocChannel> channel_; // last: gone first, and its deliveries with it
 };
 
@@ -134,7 +211,8 @@ private:
 class RawProvider final : public LinkProvider
 {
 public:
-    explicit RawProvider(InprocRegistrar& keys) : keys_(keys) {}
+    // Channels deliver on `executor`'s short-task threads.
+    RawProvider(InprocRegistrar& keys, Executor& executor) : keys_(keys), executor_(executor) {}
 
     Result<NewLink> create(std::span<const Gid> avoid) override { return make(avoid); }
     Result<NewLink> join(const LinkAddress& /*peer*/, std::span<const Gid> avoid) override
@@ -163,6 +241,8 @@ public:
 
     // Fault: the next `refuse` calls fail, as when no device can take a QP.
     std::atomic<int> refuse{0};
+    // create() and join() calls, refused ones included.
+    std::atomic<std::size_t> asked{0};
 
 private:
     static Gid gid(std::uint8_t side, unsigned device)
@@ -173,9 +253,11 @@ private:
     }
     Result<NewLink> make(std::span<const Gid> avoid)
     {
+        ++asked;
         if (refuse > 0 && refuse-- > 0)
             return std::make_error_code(std::errc::no_such_device);
-        auto [ours, theirs] = InprocChannel::pair();
+        auto [ours, theirs] = InprocChannel::pair(executor_);
+        auto gate = std::make_shared<SendGate>();
         MutexLocker lock(mutex_);
         const std::uint32_t qpn = nextQpn_++;
         LinkAddress local;
@@ -188,24 +270,29 @@ private:
         LinkAddress far;
         far.qpn = qpn + 0x10000;
         far.gid = peerGid(static_cast<unsigned>(ends_.size() % 2));
-        ends_.push_back(std::make_unique<PeerEnd>(std::move(theirs), far));
+        ends_.push_back(std::make_unique<PeerEnd>(std::move(theirs), far, gate));
         made_.notify_all();
-        return NewLink{std::move(ours), local, {std::shared_ptr<void>(), &keys_}};
+        return NewLink{std::make_unique<GatedChannel>(std::move(ours), std::move(gate)),
+                       local,
+                       {std::shared_ptr<void>(), &keys_}};
     }
 
     InprocRegistrar& keys_;
+    Executor& executor_;
     mutable Mutex mutex_;
     ConditionVariable made_;
     std::uint32_t nextQpn_ SMC_GUARDED_BY(mutex_) = 100;
     std::vector<std::unique_ptr<PeerEnd>> ends_ SMC_GUARDED_BY(mutex_);
 };
 
-// A group of `config.role` and the test as its peer. Usage: start(), then
-// drive end(0) (the first link) with raw messages.
+// A group of `config.role` and the test as its peer (on config.executor's
+// threads, if set). Usage: start(), then drive end(0), the first link, with
+// raw messages.
 class RawPeer
 {
 public:
-    explicit RawPeer(LinkGroupConfig config) : provider_(keys_)
+    explicit RawPeer(LinkGroupConfig config)
+        : provider_(keys_, config.executor ? *config.executor : Executor::shared())
     {
         Result<std::unique_ptr<LinkGroup>> g = LinkGroup::create(config, provider_);
         if (g)
@@ -221,11 +308,11 @@ public:
         if (!group_)
             return std::make_error_code(std::errc::invalid_argument);
         const bool server = group_->role() == Role::Server;
-        if (server)
-            provider_.refuse = 1;
         Result<NewLink> first = provider_.create({});
         if (!first)
             return first.error();
+        if (server)
+            provider_.refuse = 1; // the second link start() asks for
         PeerEnd& peer = *provider_.end(0);
         auto started = std::async(std::launch::async, [&, link = std::move(*first)]() mutable {
             return group_->start(std::move(link));
