@@ -43,6 +43,12 @@ struct LlcStats {
     // is about (the ADD_LINK is rejected, the CONFIRM_RKEY answered negative,
     // the flow fails).
     std::uint64_t linkIdsRefused = 0;
+    // Peer requests that start flows (ADD_LINK, REQ_ADD_LINK, DELETE_LINK)
+    // while none runs: one like a pending one takes its place (coalesced);
+    // beyond LlcEngine::kMaxPendingRequests they are dropped. Pending: now
+    // (the parked one included); peak: the most that ever waited in line.
+    std::uint64_t requestsCoalesced = 0, requestsDropped = 0;
+    std::uint64_t requestsPending = 0, requestQueuePeak = 0;
 };
 
 // What the engine needs from the connections above it (the link group).
@@ -84,6 +90,11 @@ private:
 class LlcEngine
 {
 public:
+    // Peer requests that wait for the flow token, at most (one more is parked
+    // while a flow runs, as Linux's delayed event). A legitimate peer has one
+    // flow at a time: a few dozen is plenty.
+    static constexpr std::size_t kMaxPendingRequests = 32;
+
     // The provider and host must outlive the engine; so must the executor.
     LlcEngine(LlcConfig config, LinkProvider& provider, LlcHost& host, Executor& executor);
     // stop().
@@ -164,6 +175,8 @@ private:
     void clearLink(unsigned slot);
     void onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes);
     void onDown(unsigned slot, std::uint64_t epoch);
+    void queueRequest(unsigned slot, std::uint64_t epoch, llc::Message m) SMC_REQUIRES(mutex_);
+    void scheduleEvents() SMC_REQUIRES(mutex_);
     void runEvents();
     void releaseFlow();
     Result<void> send(unsigned slot, const llc::Message& m);
@@ -212,6 +225,7 @@ private:
     std::optional<Event> delayed_ SMC_GUARDED_BY(mutex_);         // one parked while a flow runs
     std::optional<std::string> violation_ SMC_GUARDED_BY(mutex_); // malformed: terminate
     ReqAddLink reqAddLink_ SMC_GUARDED_BY(mutex_) = ReqAddLink::Idle; // a client's request
+    bool eventsPosted_ SMC_GUARDED_BY(mutex_) = false; // a runEvents() task waits to run
     LlcStats stats_ SMC_GUARDED_BY(mutex_);
     bool stopping_ SMC_GUARDED_BY(mutex_) = false;
     std::atomic<bool> terminated_{false};

@@ -22,7 +22,7 @@ void LlcEngine::testLinks()
                 if (now - l.testSentAt >= config_.timeouts.wait) {
                     l.testPending = false; // a missed reply takes the link down
                     downs_.push_back({s, l.epoch, std::nullopt});
-                    events_.post([this] { runEvents(); });
+                    scheduleEvents();
                 }
             } else if (now - l.lastRx >= config_.timeouts.testLink && l.channel) {
                 l.testPending = true;
