@@ -39,6 +39,9 @@ LlcEngine::LlcEngine(LlcConfig config, LinkProvider& provider, LlcHost& host, Ex
     : config_(config), maxLinks_(config.maxLinks), maxConns_(config.maxConns), provider_(provider),
       host_(host), executor_(executor), events_(executor, SerialQueue::Kind::Blocking)
 {
+    // Blocking threads: an echo may wait for a send slot (seconds, over RDMA).
+    for (auto& q : echoQueues_)
+        q = std::make_unique<SerialQueue>(executor_, SerialQueue::Kind::Blocking);
     if (config_.timeouts.testLink.count() > 0)
         testTimer_ = std::make_unique<PeriodicTimer>(
             executor_,
@@ -65,7 +68,9 @@ void LlcEngine::stop()
         testTimer_->stop();
     events_.close();
     for (unsigned s = 0; s < kMaxLinks; ++s)
-        clearLink(s);
+        clearLink(s); // also lets an echo that waits for a send slot go
+    for (auto& q : echoQueues_)
+        q->close();
 }
 
 // --- The flow token -------------------------------------------------------------
@@ -265,9 +270,7 @@ void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
     }
     switch (type) {
     case Type::TestLink:
-        lock.unlock();
-        m.response = true; // echo
-        (void)send(slot, m);
+        echoTestLink(slot, epoch, std::move(m));
         return;
     case Type::ConfirmRkey:
     case Type::DeleteRkey:

@@ -49,6 +49,9 @@ struct LlcStats {
     // (the parked one included); peak: the most that ever waited in line.
     std::uint64_t requestsCoalesced = 0, requestsDropped = 0;
     std::uint64_t requestsPending = 0, requestQueuePeak = 0;
+    // TEST_LINKs that came while an echo waited to go: the next echo answers
+    // them (the newest's user data).
+    std::uint64_t testLinksCoalesced = 0;
 };
 
 // What the engine needs from the connections above it (the link group).
@@ -169,6 +172,13 @@ private:
         std::optional<llc::Message> request;
     };
     enum class ReqAddLink : std::uint8_t { Idle, Waiting, Added, Declined };
+    // A link's TEST_LINK answers: the newest request still owed one, and
+    // whether its echo task runs; `epoch` names the attach they are for.
+    struct Echo {
+        std::uint64_t epoch = 0;
+        std::optional<llc::Message> owed;
+        bool running = false;
+    };
 
     // llc_engine.cpp: links, messages, events.
     Result<void> attach(unsigned slot, NewLink link);
@@ -204,6 +214,8 @@ private:
     void remoteDeleteRkey(unsigned slot, const llc::Message& m);
     // flows/test_link.cpp
     void testLinks();
+    void echoTestLink(unsigned slot, std::uint64_t epoch, llc::Message m) SMC_REQUIRES(mutex_);
+    void sendEchoes(unsigned slot, std::uint64_t epoch);
 
     const LlcConfig config_;
     std::atomic<unsigned> maxLinks_, maxConns_; // negotiated in CONFIRM_LINK
@@ -226,12 +238,15 @@ private:
     std::optional<std::string> violation_ SMC_GUARDED_BY(mutex_); // malformed: terminate
     ReqAddLink reqAddLink_ SMC_GUARDED_BY(mutex_) = ReqAddLink::Idle; // a client's request
     bool eventsPosted_ SMC_GUARDED_BY(mutex_) = false; // a runEvents() task waits to run
+    std::array<Echo, kMaxLinks> echoes_ SMC_GUARDED_BY(mutex_);
     LlcStats stats_ SMC_GUARDED_BY(mutex_);
     bool stopping_ SMC_GUARDED_BY(mutex_) = false;
     std::atomic<bool> terminated_{false};
 
     // Declared last: they go first, before what their tasks use.
     SerialQueue events_;
+    // One per link: an echo that waits for a send slot holds up only its link.
+    std::array<std::unique_ptr<SerialQueue>, kMaxLinks> echoQueues_;
     std::unique_ptr<PeriodicTimer> testTimer_;
 };
 

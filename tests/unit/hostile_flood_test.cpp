@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A hostile peer floods one LinkGroup (ADD_LINK, DELETE_LINK, REQ_ADD_LINK): what waits stays
-// within its bound, what is dropped is counted, flows still run.
+// A hostile peer floods one LinkGroup (TEST_LINK, ADD_LINK, DELETE_LINK, REQ_ADD_LINK): what
+// waits stays within its bound, what is dropped is counted, flows still run.
 #include <future>
 
 #include <gtest/gtest.h>
@@ -26,6 +26,52 @@ Executor::Config oneBlockingThread()
     Executor::Config c;
     c.maxBlocking = 1;
     return c;
+}
+
+llc::TestLink testLink(std::uint64_t i)
+{
+    llc::TestLink t;
+    t.userData[0] = static_cast<std::uint8_t>(i);
+    t.userData[1] = static_cast<std::uint8_t>(i >> 8);
+    return t;
+}
+
+// While the echo of one TEST_LINK waits for the peer (which takes nothing),
+// the link reads on and the rest of the flood shares one more echo, for the
+// newest request. Before, each echo was sent from the link's delivery: one
+// that waited stopped the link (every message behind it piled up), and every
+// request got an echo of its own.
+TEST(HostileFlood, TestLinkFloodSharesOneEcho)
+{
+    RawPeer p(test::hostileConfig(Role::Client));
+    ASSERT_TRUE(p.start(1));
+    PeerEnd* via = p.end();
+    via->holdGroupSends();
+    const std::uint64_t in = p.group().stats().messagesIn;
+    ASSERT_TRUE(via->send({1, false, testLink(0)}));
+    ASSERT_TRUE(test::eventually([&] { return via->groupSendsWaiting() == 1; }));
+    for (std::uint64_t i = 1; i < kFlood; ++i)
+        ASSERT_TRUE(via->send({1, false, testLink(i)}));
+    ASSERT_TRUE(test::eventually([&] { return p.group().stats().messagesIn == in + kFlood; }))
+        << "the link stopped reading while an echo waited";
+    EXPECT_EQ(via->groupSendsWaiting(), 1u) << "one echo at a time";
+    EXPECT_EQ(p.group().stats().testLinksCoalesced, kFlood - 2);
+
+    via->releaseGroupSends();
+    for (std::uint64_t i : {std::uint64_t{0}, kFlood - 1}) {
+        std::optional<Message> echo = via->next();
+        ASSERT_TRUE(echo && echo->type() == Type::TestLink && echo->response);
+        EXPECT_EQ(std::get<llc::TestLink>(echo->body), testLink(i));
+    }
+    // Afterwards a TEST_LINK has its own echo, and a CONFIRM_RKEY its answer.
+    ASSERT_TRUE(via->send({1, false, testLink(0xbeef)}));
+    std::optional<Message> echo = via->next();
+    ASSERT_TRUE(echo && echo->type() == Type::TestLink);
+    EXPECT_EQ(std::get<llc::TestLink>(echo->body), testLink(0xbeef));
+    ASSERT_TRUE(via->send({1, false, llc::ConfirmRkey{false, false, 0xA1, 0x1000, {}}}));
+    std::optional<Message> answer = via->nextOf(Type::ConfirmRkey, true);
+    ASSERT_TRUE(answer);
+    EXPECT_FALSE(std::get<llc::ConfirmRkey>(answer->body).negative);
 }
 
 // ADD_LINKs that come while the group's flows are held back: each one takes
