@@ -52,6 +52,8 @@ struct LlcStats {
     // TEST_LINKs that came while an echo waited to go: the next echo answers
     // them (the newest's user data).
     std::uint64_t testLinksCoalesced = 0;
+    // CONFIRM_RKEYs answered NEG|RETRY because every rtoken row is in use.
+    std::uint64_t rtokenRowsRefused = 0;
 };
 
 // What the engine needs from the connections above it (the link group).

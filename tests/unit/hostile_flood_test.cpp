@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A hostile peer floods one LinkGroup (TEST_LINK, ADD_LINK, DELETE_LINK, REQ_ADD_LINK): what
-// waits stays within its bound, what is dropped is counted, flows still run.
+// A hostile peer floods one LinkGroup (TEST_LINK, ADD_LINK, DELETE_LINK, REQ_ADD_LINK,
+// CONFIRM_RKEY): what waits stays within its bound, what is dropped is counted, flows still run.
 #include <future>
 
 #include <gtest/gtest.h>
@@ -170,6 +170,43 @@ TEST(HostileFlood, ReqAddLinkFloodAtAServerCollapsesIntoOneFlow)
     Result<void> r = added.get();
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(p.group().activeLinks(), 2u);
+}
+
+// The peer's CONFIRM_RKEYs name its own RMBs, so Linux takes them without
+// asking what for, and answers NEG|RETRY once its 255 rows are used; so do
+// we, and count those. A full table leaves no room for a connection, as in
+// Linux (the manager opens another group), until the peer deletes rkeys.
+TEST(HostileFlood, ConfirmRkeyFloodFillsTheRowsAsInLinux)
+{
+    RawPeer p(test::hostileConfig(Role::Client));
+    ASSERT_TRUE(p.start(1));
+    PeerEnd* via = p.end();
+    unsigned positive = 0, negative = 0;
+    for (std::uint32_t i = 0; i < 300; ++i) {
+        ASSERT_TRUE(via->send({1, false, llc::ConfirmRkey{false, false, 0x5000 + i, 0x1000, {}}}));
+        std::optional<Message> answer = via->nextOf(Type::ConfirmRkey, true);
+        ASSERT_TRUE(answer);
+        const auto& c = std::get<llc::ConfirmRkey>(answer->body);
+        ++(c.negative ? negative : positive);
+        EXPECT_EQ(c.negative, c.retry);
+    }
+    EXPECT_EQ(positive, RtokenTable::kRows);
+    EXPECT_EQ(negative, 300 - RtokenTable::kRows);
+    EXPECT_EQ(p.group().stats().rtokenRowsRefused, 300 - RtokenTable::kRows);
+    EXPECT_FALSE(p.group().hasRoom());
+    EXPECT_EQ(p.group().openConnection(16384, 16384).error(), std::errc::no_buffer_space);
+    EXPECT_FALSE(p.group().terminated());
+
+    llc::DeleteRkey d;
+    for (std::uint32_t i = 0; i < 40; ++i)
+        d.rkeys.push_back(0x5000 + i);
+    ASSERT_TRUE(via->send({2, false, d}));
+    ASSERT_TRUE(via->nextOf(Type::DeleteRkey, true));
+    ASSERT_TRUE(via->send({1, false, llc::ConfirmRkey{false, false, 0x9999, 0x1000, {}}}));
+    std::optional<Message> answer = via->nextOf(Type::ConfirmRkey, true);
+    ASSERT_TRUE(answer);
+    EXPECT_FALSE(std::get<llc::ConfirmRkey>(answer->body).negative);
+    EXPECT_TRUE(p.group().hasRoom());
 }
 
 } // namespace

@@ -90,9 +90,11 @@ void LlcEngine::remoteConfirmRkey(unsigned slot, const Message& m)
         if (added)
             row = *added;
     }
-    if (!row)
+    if (!row) { // every row in use (Linux: NEG|RETRY when smc_rtoken_add finds none)
         rc.negative = rc.retry = true;
-    else
+        MutexLocker lock(mutex_);
+        ++stats_.rtokenRowsRefused;
+    } else
         for (const auto& [s, t] : columns)
             (void)rtokens_.set(*row, s, t);
     (void)send(slot, reply);
