@@ -59,6 +59,8 @@ std::optional<unsigned> LinkTable::freeSlot(GroupType newType) const
 
 std::optional<unsigned> LinkTable::slotOf(std::uint8_t linkId) const
 {
+    if (linkId == 0)
+        return std::nullopt;
     for (unsigned s = 0; s < kMaxLinks; ++s)
         if (links_[s].state != LinkState::Unused && links_[s].linkId == linkId)
             return s;

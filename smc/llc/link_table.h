@@ -62,6 +62,8 @@ public:
     // Linux smc_llc_alloc_alt_link: a symmetric link takes the first free
     // slot, an asymmetric one the last (two symmetric links + one asymmetric).
     std::optional<unsigned> freeSlot(GroupType newType) const;
+    // The slot of link `linkId`; never one for 0, which names no link (the
+    // id of a client's link before the server numbered it).
     std::optional<unsigned> slotOf(std::uint8_t linkId) const;
     unsigned activeCount() const;
     // What the ACTIVE links make the group.

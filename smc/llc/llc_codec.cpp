@@ -334,7 +334,9 @@ Result<Message> decode(std::span<const std::byte> bytes)
                 d.rkeys.push_back(r.be(8 + i * 4, 4));
         } else {
             d.invalidCount = r.u8(5);
-            if (!m.response) { // Linux answers with the rkey area zeroed
+            if (m.response) { // Linux answers with the rkey area zeroed
+                d.requested = static_cast<std::uint8_t>(n);
+            } else {
                 if (n < 1 || length < kDeleteRkeyList + n * 4)
                     return DecodeError::BadCount;
                 for (std::size_t i = 0; i < n; ++i)
@@ -435,7 +437,8 @@ std::vector<std::byte> encode(const Message& m)
             } else if constexpr (std::is_same_v<T, DeleteRkey>) {
                 if (body.negative)
                     flags |= kFlagRkeyNegative;
-                w.u8(4, static_cast<std::uint8_t>(body.rkeys.size()));
+                const bool v2Response = m.version == 2 && m.response;
+                w.u8(4, v2Response ? body.requested : static_cast<std::uint8_t>(body.rkeys.size()));
                 w.u8(5, m.version == 1 ? body.errorMask : body.invalidCount);
                 const std::size_t max = m.version == 1 ? 8 : 255;
                 for (std::size_t i = 0; i < std::min(body.rkeys.size(), max); ++i)

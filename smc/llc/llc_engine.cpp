@@ -39,6 +39,9 @@ LlcEngine::LlcEngine(LlcConfig config, LinkProvider& provider, LlcHost& host, Ex
     : config_(config), maxLinks_(config.maxLinks), maxConns_(config.maxConns), provider_(provider),
       host_(host), executor_(executor), events_(executor, SerialQueue::Kind::Blocking)
 {
+    // Blocking threads: an echo may wait for a send slot (seconds, over RDMA).
+    for (auto& q : echoQueues_)
+        q = std::make_unique<SerialQueue>(executor_, SerialQueue::Kind::Blocking);
     if (config_.timeouts.testLink.count() > 0)
         testTimer_ = std::make_unique<PeriodicTimer>(
             executor_,
@@ -65,7 +68,9 @@ void LlcEngine::stop()
         testTimer_->stop();
     events_.close();
     for (unsigned s = 0; s < kMaxLinks; ++s)
-        clearLink(s);
+        clearLink(s); // also lets an echo that waits for a send slot go
+    for (auto& q : echoQueues_)
+        q->close();
 }
 
 // --- The flow token -------------------------------------------------------------
@@ -86,15 +91,13 @@ Result<FlowToken> LlcEngine::acquireFlow(Flow flow, std::chrono::milliseconds ti
 
 void LlcEngine::releaseFlow()
 {
-    bool parked;
     {
         MutexLocker lock(mutex_);
         flow_ = Flow::None;
-        parked = delayed_.has_value();
+        if (delayed_)
+            scheduleEvents();
     }
     changed_.notify_all(); // waiting flows
-    if (parked)
-        events_.post([this] { runEvents(); });
 }
 
 // --- Links -----------------------------------------------------------------------
@@ -235,7 +238,7 @@ void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
         // queue does it: this is the delivery of a channel it tears down).
         ++stats_.malformed;
         violation_ = decoded.error().message();
-        events_.post([this] { runEvents(); });
+        scheduleEvents();
         return;
     }
     Message& m = *decoded;
@@ -267,9 +270,7 @@ void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
     }
     switch (type) {
     case Type::TestLink:
-        lock.unlock();
-        m.response = true; // echo
-        (void)send(slot, m);
+        echoTestLink(slot, epoch, std::move(m));
         return;
     case Type::ConfirmRkey:
     case Type::DeleteRkey:
@@ -285,15 +286,7 @@ void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::b
         [[fallthrough]];
     case Type::AddLink:
     case Type::DeleteLink:
-        if (flow_ == Flow::None) {
-            queue_.push_back({slot, epoch, std::move(m)});
-        } else if (!delayed_) {
-            delayed_ = Event{slot, epoch, std::move(m)}; // Linux parks one
-            ++stats_.delayed;
-        } else {
-            ++stats_.dropped;
-        }
-        events_.post([this] { runEvents(); });
+        queueRequest(slot, epoch, std::move(m));
         return;
     default:
         ++stats_.dropped; // CONFIRM_LINK / ADD_LINK_CONT outside a flow
@@ -311,6 +304,72 @@ void LlcEngine::onDown(unsigned slot, std::uint64_t epoch)
         changed_.notify_all();
     }
     downs_.push_back({slot, epoch, std::nullopt});
+    scheduleEvents();
+}
+
+namespace
+{
+// Requests one flow answers alike: one add-link flow adds one link (a server
+// sends its next ADD_LINK only once its last flow is over), and deleting a
+// link twice is deleting it once.
+bool sameRequest(const Message& a, const Message& b)
+{
+    if (a.type() != b.type())
+        return false;
+    const auto* da = std::get_if<llc::DeleteLink>(&a.body);
+    const auto* db = std::get_if<llc::DeleteLink>(&b.body);
+    return !da || (da->all == db->all && (da->all || da->linkId == db->linkId));
+}
+} // namespace
+
+// A peer request that starts a flow. Linux's event worker starts a flow for
+// the first, parks one (delayed_event) and drops the rest; here requests wait
+// in line for the flow token, so one like a pending one takes its place (the
+// newest runs: the peer's earlier flow gave up) and the line has a bound,
+// beyond which requests are dropped. While a flow runs one is parked and the
+// rest dropped, as in Linux.
+void LlcEngine::queueRequest(unsigned slot, std::uint64_t epoch, Message m)
+{
+    Event event{slot, epoch, std::move(m)};
+    auto replaces = [&](const Event& e) {
+        return e.request && sameRequest(*e.request, *event.request);
+    };
+    for (Event& e : queue_) {
+        if (replaces(e)) {
+            e = std::move(event);
+            ++stats_.requestsCoalesced;
+            return;
+        }
+    }
+    if (delayed_ && replaces(*delayed_)) {
+        *delayed_ = std::move(event);
+        ++stats_.requestsCoalesced;
+        return;
+    }
+    if (flow_ == Flow::None) {
+        if (queue_.size() >= kMaxPendingRequests) {
+            ++stats_.requestsDropped;
+            return;
+        }
+        queue_.push_back(std::move(event));
+        stats_.requestQueuePeak = std::max<std::uint64_t>(stats_.requestQueuePeak, queue_.size());
+    } else if (!delayed_) {
+        delayed_ = std::move(event); // Linux parks one
+        ++stats_.delayed;
+    } else {
+        ++stats_.dropped;
+        return;
+    }
+    scheduleEvents();
+}
+
+// One runEvents() task waiting is enough: it runs everything queued by then,
+// and one posted while it runs catches what came meanwhile.
+void LlcEngine::scheduleEvents()
+{
+    if (eventsPosted_)
+        return;
+    eventsPosted_ = true;
     events_.post([this] { runEvents(); });
 }
 
@@ -341,10 +400,12 @@ void LlcEngine::handleRequest(unsigned slot, const Message& m)
 }
 
 // Peer requests and link downs, one at a time, each holding the flow token:
-// link downs first, then requests in order, then the parked one.
+// link downs first, then requests in order, then the parked one. An event
+// stays in line (and counts against the bound) until it has the token.
 void LlcEngine::runEvents()
 {
     MutexLocker lock(mutex_);
+    eventsPosted_ = false;
     for (;;) {
         if (stopping_)
             return;
@@ -356,26 +417,40 @@ void LlcEngine::runEvents()
             lock.lock();
             continue;
         }
+        const Event* next = !downs_.empty()                   ? &downs_.front()
+                            : !queue_.empty()                 ? &queue_.front()
+                            : delayed_ && flow_ == Flow::None ? &*delayed_
+                                                              : nullptr;
+        if (!next)
+            return;
+        const Flow flow = next->request && next->request->type() != Type::DeleteLink
+                              ? Flow::AddLink
+                              : Flow::DeleteLink;
+        lock.unlock();
+        Result<FlowToken> token = acquireFlow(flow);
+        lock.lock();
+        if (!token) {
+            if (terminated_ || stopping_) { // nothing will run any more
+                downs_.clear();
+                queue_.clear();
+                delayed_.reset();
+            }
+            continue; // else a long flow ran: try again, lose nothing
+        }
+        // Only this task takes events out: the first in line is still there
+        // (a newer request may have taken its place), or a down came first.
         Event event;
         std::deque<Event>* from = !downs_.empty() ? &downs_ : !queue_.empty() ? &queue_ : nullptr;
         if (from) {
             event = std::move(from->front());
             from->pop_front();
-        } else if (delayed_ && flow_ == Flow::None) {
+        } else if (delayed_) {
             event = std::move(*delayed_);
             delayed_.reset();
-        } else {
-            return;
-        }
-        lock.unlock();
-        const Flow flow = event.request && event.request->type() != Type::DeleteLink
-                              ? Flow::AddLink
-                              : Flow::DeleteLink;
-        Result<FlowToken> token = acquireFlow(flow);
-        lock.lock();
-        if (!token) {
-            if (!terminated_ && !stopping_) // a long flow ran: try again, lose nothing
-                (event.request ? queue_ : downs_).push_front(std::move(event));
+        } else { // cannot happen; nothing lost if it did
+            lock.unlock();
+            token->release();
+            lock.lock();
             continue;
         }
         // Holding the flow, no link comes or goes: a request or down from a
@@ -466,7 +541,9 @@ std::uint8_t LlcEngine::linkId(unsigned slot) const
 LlcStats LlcEngine::stats() const
 {
     MutexLocker lock(mutex_);
-    return stats_;
+    LlcStats s = stats_;
+    s.requestsPending = queue_.size() + (delayed_ ? 1 : 0);
+    return s;
 }
 
 } // namespace smc

@@ -39,6 +39,21 @@ struct LlcConfig {
 struct LlcStats {
     std::uint64_t messagesIn = 0, messagesOut = 0, malformed = 0, dropped = 0, delayed = 0;
     std::uint64_t failovers = 0;
+    // Link ids the peer may not use: 0, one in use, or not the one its flow
+    // is about (the ADD_LINK is rejected, the CONFIRM_RKEY answered negative,
+    // the flow fails).
+    std::uint64_t linkIdsRefused = 0;
+    // Peer requests that start flows (ADD_LINK, REQ_ADD_LINK, DELETE_LINK)
+    // while none runs: one like a pending one takes its place (coalesced);
+    // beyond LlcEngine::kMaxPendingRequests they are dropped. Pending: now
+    // (the parked one included); peak: the most that ever waited in line.
+    std::uint64_t requestsCoalesced = 0, requestsDropped = 0;
+    std::uint64_t requestsPending = 0, requestQueuePeak = 0;
+    // TEST_LINKs that came while an echo waited to go: the next echo answers
+    // them (the newest's user data).
+    std::uint64_t testLinksCoalesced = 0;
+    // CONFIRM_RKEYs answered NEG|RETRY because every rtoken row is in use.
+    std::uint64_t rtokenRowsRefused = 0;
 };
 
 // What the engine needs from the connections above it (the link group).
@@ -80,6 +95,11 @@ private:
 class LlcEngine
 {
 public:
+    // Peer requests that wait for the flow token, at most (one more is parked
+    // while a flow runs, as Linux's delayed event). A legitimate peer has one
+    // flow at a time: a few dozen is plenty.
+    static constexpr std::size_t kMaxPendingRequests = 32;
+
     // The provider and host must outlive the engine; so must the executor.
     LlcEngine(LlcConfig config, LinkProvider& provider, LlcHost& host, Executor& executor);
     // stop().
@@ -154,12 +174,21 @@ private:
         std::optional<llc::Message> request;
     };
     enum class ReqAddLink : std::uint8_t { Idle, Waiting, Added, Declined };
+    // A link's TEST_LINK answers: the newest request still owed one, and
+    // whether its echo task runs; `epoch` names the attach they are for.
+    struct Echo {
+        std::uint64_t epoch = 0;
+        std::optional<llc::Message> owed;
+        bool running = false;
+    };
 
     // llc_engine.cpp: links, messages, events.
     Result<void> attach(unsigned slot, NewLink link);
     void clearLink(unsigned slot);
     void onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes);
     void onDown(unsigned slot, std::uint64_t epoch);
+    void queueRequest(unsigned slot, std::uint64_t epoch, llc::Message m) SMC_REQUIRES(mutex_);
+    void scheduleEvents() SMC_REQUIRES(mutex_);
     void runEvents();
     void releaseFlow();
     Result<void> send(unsigned slot, const llc::Message& m);
@@ -187,6 +216,8 @@ private:
     void remoteDeleteRkey(unsigned slot, const llc::Message& m);
     // flows/test_link.cpp
     void testLinks();
+    void echoTestLink(unsigned slot, std::uint64_t epoch, llc::Message m) SMC_REQUIRES(mutex_);
+    void sendEchoes(unsigned slot, std::uint64_t epoch);
 
     const LlcConfig config_;
     std::atomic<unsigned> maxLinks_, maxConns_; // negotiated in CONFIRM_LINK
@@ -208,12 +239,16 @@ private:
     std::optional<Event> delayed_ SMC_GUARDED_BY(mutex_);         // one parked while a flow runs
     std::optional<std::string> violation_ SMC_GUARDED_BY(mutex_); // malformed: terminate
     ReqAddLink reqAddLink_ SMC_GUARDED_BY(mutex_) = ReqAddLink::Idle; // a client's request
+    bool eventsPosted_ SMC_GUARDED_BY(mutex_) = false; // a runEvents() task waits to run
+    std::array<Echo, kMaxLinks> echoes_ SMC_GUARDED_BY(mutex_);
     LlcStats stats_ SMC_GUARDED_BY(mutex_);
     bool stopping_ SMC_GUARDED_BY(mutex_) = false;
     std::atomic<bool> terminated_{false};
 
     // Declared last: they go first, before what their tasks use.
     SerialQueue events_;
+    // One per link: an echo that waits for a send slot holds up only its link.
+    std::array<std::unique_ptr<SerialQueue>, kMaxLinks> echoQueues_;
     std::unique_ptr<PeriodicTimer> testTimer_;
 };
 

@@ -145,8 +145,9 @@ struct TestLink {
 struct DeleteRkey {
     bool negative = false;
     std::uint8_t errorMask = 0;       // v1 response: bit (7 - i) = rkey i unknown
-    std::uint8_t invalidCount = 0;    // v2 response
+    std::uint8_t invalidCount = 0;    // v2 response: how many were unknown
     std::vector<std::uint32_t> rkeys; // v1: 1..8, v2: 1..255 (a v2 response carries none)
+    std::uint8_t requested = 0;       // v2 response: the request's count (byte 4, as Linux)
     friend bool operator==(const DeleteRkey&, const DeleteRkey&) = default;
 };
 

@@ -115,6 +115,7 @@ TEST(LlcCodec, EveryTypeRoundTrips)
         {1, true, DeleteRkey{true, 0x40, 0, {9}}},
         {2, false, DeleteRkey{false, 0, 0, std::vector<std::uint32_t>(30, 7)}},
         {2, true, DeleteRkey{true, 0, 4, {}}},
+        {2, true, DeleteRkey{true, 0, 40, {}, 40}}, // byte 4: the request's count
     };
     for (const Message& m : all)
         EXPECT_EQ(roundTrip(m), m) << toString(m.type()) << " v" << int(m.version);

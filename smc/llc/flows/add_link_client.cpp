@@ -62,13 +62,20 @@ bool LlcEngine::clientAddLink(unsigned via, const llc::AddLink& req)
     };
     GroupType type;
     LinkAddress viaLocal, viaPeer;
+    bool badId;
     {
         MutexLocker lock(mutex_);
         type = links_.type();
         viaLocal = links_[via].local;
         viaPeer = links_[via].peer;
+        // Two links with one id would share rtoken columns and DELETE_LINKs;
+        // 0 means "no link". Linux's server never numbers a link so (nor
+        // does ours): rejected, before a QP is made.
+        badId = req.linkId == 0 || links_.slotOf(req.linkId).has_value();
+        if (badId)
+            ++stats_.linkIdsRefused;
     }
-    if (req.mtu == 0 || type == GroupType::Symmetric ||
+    if (badId || req.mtu == 0 || type == GroupType::Symmetric ||
         (type == GroupType::Single && maxLinks_ <= 1))
         return reject();
     // The server offers the device it already uses: it has no other one.
@@ -110,7 +117,13 @@ bool LlcEngine::clientAddLink(unsigned via, const llc::AddLink& req)
     Result<Message> confirm =
         last ? exchange(via, **last, *slot, Type::ConfirmLink, false, config_.timeouts.firstLink)
              : Result<Message>(last.error());
-    if (!confirm || !send(*slot, {1, true, confirmLink(local, req.linkId)})) {
+    bool confirmed = confirm.has_value();
+    if (confirmed && std::get<llc::ConfirmLink>(confirm->body).linkId != req.linkId) {
+        MutexLocker lock(mutex_);
+        ++stats_.linkIdsRefused; // it confirms some other link
+        confirmed = false;
+    }
+    if (!confirmed || !send(*slot, {1, true, confirmLink(local, req.linkId)})) {
         (void)send(via, {1, false,
                          llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});
         clearLink(*slot);

@@ -68,6 +68,10 @@ Result<void> LlcEngine::start(NewLink first)
         Result<Message> req = await(firstWaiter, config_.timeouts.firstLink);
         if (!req) {
             result = req.error();
+        } else if (std::get<llc::ConfirmLink>(req->body).linkId == 0) {
+            MutexLocker lock(mutex_);
+            ++stats_.linkIdsRefused; // 0 names no link
+            result = std::make_error_code(std::errc::protocol_error);
         } else {
             const auto& c = std::get<llc::ConfirmLink>(req->body);
             adoptLimits(c.maxLinks, c.maxConns);

@@ -2,6 +2,9 @@
 // CONFIRM_RKEY and DELETE_RKEY: our RMBs told to the peer, and the peer's RMBs in our rtoken table.
 #include "smc/llc/llc_engine.h"
 
+#include <algorithm>
+#include <bitset>
+
 namespace smc
 {
 
@@ -54,11 +57,29 @@ void LlcEngine::remoteConfirmRkey(unsigned slot, const Message& m)
     // The RMB may already be known on another of the links it names (the
     // handshake's link, if the connection moved since): same row then.
     std::vector<std::pair<unsigned, RtokenTable::Rtoken>> columns{{slot, {c.rkey, c.vaddr}}};
+    bool refused = false;
     {
         MutexLocker lock(mutex_);
-        for (const llc::RtokenEntry& e : c.others)
+        // An entry for link 0, for the link the message came on, or for one
+        // link twice would overwrite a column the message already fills:
+        // refused, nothing stored. An id we do not know is skipped, as Linux
+        // does (a link the peer added or deleted meanwhile).
+        std::bitset<256> named;
+        named.set(0);
+        named.set(links_[slot].linkId);
+        for (const llc::RtokenEntry& e : c.others) {
+            refused |= named.test(e.linkId);
+            named.set(e.linkId);
             if (std::optional<unsigned> s = links_.slotOf(e.linkId))
                 columns.push_back({*s, {e.rkey, e.vaddr}});
+        }
+        if (refused)
+            ++stats_.linkIdsRefused;
+    }
+    if (refused) {
+        rc.negative = true; // not retry: the same message would fail again
+        (void)send(slot, reply);
+        return;
     }
     std::optional<unsigned> row;
     for (const auto& [s, t] : columns)
@@ -69,27 +90,40 @@ void LlcEngine::remoteConfirmRkey(unsigned slot, const Message& m)
         if (added)
             row = *added;
     }
-    if (!row)
+    if (!row) { // every row in use (Linux: NEG|RETRY when smc_rtoken_add finds none)
         rc.negative = rc.retry = true;
-    else
+        MutexLocker lock(mutex_);
+        ++stats_.rtokenRowsRefused;
+    } else
         for (const auto& [s, t] : columns)
             (void)rtokens_.set(*row, s, t);
     (void)send(slot, reply);
 }
 
+// Linux's answer: v1 echoes the list with bit (7 - i) set for each unknown
+// rkey; v2 (up to 255 rkeys) counts them in byte 5 and carries no list, in 44
+// bytes. NEG when any was unknown. Nothing of the request's own byte 5 or NEG
+// flag is echoed.
 void LlcEngine::remoteDeleteRkey(unsigned slot, const Message& m)
 {
     const auto& d = std::get<llc::DeleteRkey>(m.body);
-    Message reply = m;
-    reply.response = true;
-    auto& rd = std::get<llc::DeleteRkey>(reply.body);
+    llc::DeleteRkey answer;
+    unsigned unknown = 0;
     for (std::size_t i = 0; i < d.rkeys.size(); ++i) {
-        if (!rtokens_.remove(slot, d.rkeys[i])) {
-            rd.negative = true;
-            rd.errorMask |= static_cast<std::uint8_t>(0x80u >> i);
-        }
+        if (rtokens_.remove(slot, d.rkeys[i]))
+            continue;
+        ++unknown;
+        if (m.version == 1 && i < 8) // v1 lists at most 8: one bit each
+            answer.errorMask |= static_cast<std::uint8_t>(0x80u >> i);
     }
-    (void)send(slot, reply);
+    answer.negative = unknown > 0;
+    if (m.version == 1) {
+        answer.rkeys = d.rkeys;
+    } else {
+        answer.invalidCount = static_cast<std::uint8_t>(std::min(unknown, 255u));
+        answer.requested = static_cast<std::uint8_t>(std::min<std::size_t>(d.rkeys.size(), 255));
+    }
+    (void)send(slot, {m.version, true, std::move(answer)});
 }
 
 } // namespace smc

@@ -15,8 +15,8 @@ using llc::Type;
 // message (its ADD_LINK response); the server has none. Each message says how
 // many entries its sender still had, its own included: after the first, that
 // must be what the last one left, or rkeys would pair wrongly (a duplicate, a
-// lost one): protocol_error. Returns, for the client, its last ADD_LINK_CONT:
-// the caller sends it and waits for CONFIRM_LINK on the new link.
+// lost one): protocol_error; so is one for another link than the new one. Returns, for the client,
+// its last ADD_LINK_CONT: the caller sends it and waits for CONFIRM_LINK on the new link.
 Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned newSlot,
                                                         std::uint8_t linkId,
                                                         std::optional<Message> opening)
@@ -40,6 +40,11 @@ Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned n
         if (!in)
             return in.error();
         const auto& pc = std::get<llc::AddLinkCont>(in->body);
+        if (pc.linkId != linkId) { // rkeys for some other link
+            MutexLocker lock(mutex_);
+            ++stats_.linkIdsRefused;
+            return std::make_error_code(std::errc::protocol_error);
+        }
         if (!first && pc.remaining != peerLeft)
             return std::make_error_code(std::errc::protocol_error);
         first = false;
