@@ -62,6 +62,13 @@ private:
     std::size_t size_ = 0;
 };
 
+// Signal handlers: the IrqHandler runs on the thread that called moveData()
+// or signal(), before that call returns, and under no device lock. It may
+// call any function of the device, including unregisterDmb() of the DMB it
+// was raised for (which then returns at once; the DMB's slot is freed when
+// the signalling call returns), registerDmb(), attachDmb() and moveData()
+// or signal() (bounding any recursion is the handler's business). It must
+// not destroy the device, and must not throw (the data path is noexcept).
 class IsmDevice
 {
 public:
@@ -75,17 +82,31 @@ public:
     // Empty when the peer GID is reachable through this device.
     virtual Result<void> queryRemoteGid(const IsmGid& peer) const noexcept = 0;
 
-    // Make `memory` (size bytes, kept alive by the device while registered or
-    // attached) a DMB; returns its token.
+    // Make `memory` (size bytes, kept alive by the device while registered,
+    // attached or written) a DMB; returns its token. Errors: invalid_argument
+    // (no memory or size 0), IsmErrc::DmbLimitReached. Takes the device's
+    // short lock; never waits for the data path.
     virtual Result<DmbInfo> registerDmb(std::shared_ptr<std::byte> memory, std::size_t size) = 0;
+    // The token dies at once: no later moveData, signal or attach finds it.
+    // Does not wait for writes (and their handlers) already under way: they
+    // finish into memory the device keeps alive (an owner that reuses its
+    // memory right away may still see such a late write), and the last of
+    // them frees the slot. Attached peers keep the memory until they detach.
+    // Errors: IsmErrc::UnknownToken. Safe from a signal handler, its own
+    // DMB's too.
     virtual Result<void> unregisterDmb(DmbToken token) = 0;
     virtual bool supportsNoCopy() const noexcept = 0;
+    // Errors: IsmErrc::UnknownToken. Takes the device's short lock.
     virtual Result<DmbAttachment> attachDmb(DmbToken token) = 0;
+    // What DmbAttachment::detach() reports; callers use the attachment.
     virtual void detachDmb(DmbToken token) noexcept = 0;
 
-    // Write `data` into the DMB at `offset`; with `signal`, raise its interrupt.
+    // Write `data` into the DMB at `offset`; with `signal`, raise its
+    // interrupt (the handler runs before this returns). Errors:
+    // IsmErrc::UnknownToken, IsmErrc::OutOfBounds. Takes no device-wide lock.
     virtual Result<void> moveData(DmbToken token, std::size_t offset,
                                   std::span<const std::byte> data, bool signal) noexcept = 0;
+    // moveData() of nothing, with the signal.
     virtual Result<void> signal(DmbToken token) noexcept = 0;
 };
 
