@@ -3,36 +3,13 @@
 #include "smc/ism/loopback_ism.h"
 
 #include <cstring>
-#include <utility>
 
 namespace smc
 {
 
-DmbAttachment& DmbAttachment::operator=(DmbAttachment&& other) noexcept
-{
-    if (this != &other) {
-        detach();
-        device_ = std::exchange(other.device_, nullptr);
-        token_ = std::exchange(other.token_, 0);
-        memory_ = std::move(other.memory_);
-        size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-}
-
-void DmbAttachment::detach() noexcept
-{
-    if (device_ != nullptr)
-        device_->detachDmb(token_);
-    device_ = nullptr;
-    token_ = 0;
-    memory_.reset();
-    size_ = 0;
-}
-
 LoopbackIsm::LoopbackIsm(IrqHandler onSignal)
     : random_(std::random_device{}()), slots_(std::make_unique<Slot[]>(1u << kIndexBits)),
-      onSignal_(std::move(onSignal))
+      onSignal_(std::move(onSignal)), detacher_(std::make_shared<DmbDetacher>(*this))
 {
     // Like Linux, a random GID: peers on this device must present the same one.
     gid_ = {random_(), random_()};
@@ -41,7 +18,10 @@ LoopbackIsm::LoopbackIsm(IrqHandler onSignal)
         freeIndexes_.push_back(i); // hand out low indexes first
 }
 
-LoopbackIsm::~LoopbackIsm() = default;
+LoopbackIsm::~LoopbackIsm()
+{
+    detacher_->cut();
+}
 
 Result<void> LoopbackIsm::queryRemoteGid(const IsmGid& peer) const noexcept
 {
@@ -139,7 +119,7 @@ Result<DmbAttachment> LoopbackIsm::attachDmb(DmbToken token)
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
         return IsmErrc::UnknownToken;
     ++slot->attached;
-    return DmbAttachment(this, token, slot->memory, slot->size);
+    return DmbAttachment(detacher_, token, slot->memory, slot->size);
 }
 
 void LoopbackIsm::detachDmb(DmbToken token) noexcept

@@ -33,6 +33,8 @@ public:
     // `onSignal` is fixed for the device's life, so the data path reads it
     // without synchronisation. It may be empty.
     explicit LoopbackIsm(IrqHandler onSignal = {});
+    // Cuts the attachments' way back first (they may outlive the device);
+    // no call on the device may be in progress.
     ~LoopbackIsm() override;
 
     IsmGid localGid() const noexcept override { return gid_; }
@@ -85,6 +87,7 @@ private:
     std::vector<std::uint32_t> freeIndexes_ SMC_GUARDED_BY(mutex_);
     std::unique_ptr<Slot[]> slots_;
     const IrqHandler onSignal_;
+    const std::shared_ptr<DmbDetacher> detacher_; // shared with every attachment
 };
 
 } // namespace smc

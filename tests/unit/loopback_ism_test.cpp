@@ -223,6 +223,27 @@ TEST(LoopbackIsm, UnregisterDoesNotWaitForARunningHandler)
     EXPECT_EQ(h->dev.dmbCount(), 0u);
 }
 
+TEST(LoopbackIsm, AttachmentOutlivesTheDevice)
+{
+    auto dev = std::make_unique<LoopbackIsm>();
+    auto mem = pages(16384);
+    std::weak_ptr<std::byte> watch = mem;
+    Result<DmbInfo> dmb = dev->registerDmb(mem, 16384);
+    ASSERT_TRUE(dmb);
+    DmbAttachment peer = std::move(dev->attachDmb(dmb->token)).value();
+    DmbAttachment moved = std::move(dev->attachDmb(dmb->token)).value();
+    mem.reset();
+    dev.reset();
+    // The mapping is still the DMB's memory, and detaching calls no dead device.
+    peer.data()[5] = std::byte{9};
+    EXPECT_EQ(moved.data()[5], std::byte{9});
+    DmbAttachment other = std::move(moved);
+    peer.detach();
+    EXPECT_FALSE(watch.expired());
+    other = DmbAttachment{};
+    EXPECT_TRUE(watch.expired());
+}
+
 TEST(LoopbackIsm, The5001stDmbIsAClearError)
 {
     LoopbackIsm dev;
