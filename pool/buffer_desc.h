@@ -24,7 +24,13 @@ inline constexpr unsigned kMaxLinks = 3;
 
 constexpr const char* toString(BufferKind kind) noexcept
 {
-    return kind == BufferKind::Rmb ? "rmb" : "sndbuf";
+    switch (kind) {
+    case BufferKind::Rmb:
+        return "rmb";
+    case BufferKind::Sndbuf:
+        return "sndbuf";
+    }
+    return "?";
 }
 
 // What a registrar records for one buffer on one link. For RDMA: the memory

@@ -87,7 +87,7 @@ inline Result<BufferRef> BufferPoolCore::acquire(BufferKind kind, std::size_t by
     ThreadState& t = local();
     std::uint64_t generation = 0;
     BufferDesc* d = nullptr;
-    if (bytes - 1 < maxBytes_) [[likely]] {
+    if (bytes - 1 < maxBytes_ && static_cast<unsigned>(kind) < kBufferKinds) [[likely]] {
         const unsigned cls = compressBufferSize(bytes, config_.tech);
         d = reuse(t, kind, cls, generation);
         if (d != nullptr && (usable_.load(std::memory_order_acquire) == 0 || fullyRegistered(*d)))
@@ -100,11 +100,13 @@ inline Result<BufferRef> BufferPoolCore::acquire(BufferKind kind, std::size_t by
     return acquireSlow(t, kind, bytes, d, generation);
 }
 
-// The slow path of acquire: a bad size, a reused buffer that misses a
+// The slow path of acquire: a bad kind or size, a reused buffer that misses a
 // registration (`claimed`), or no free buffer at the requested class.
 Result<BufferRef> BufferPoolCore::acquireSlow(ThreadState& t, BufferKind kind, std::size_t bytes,
                                               BufferDesc* claimed, std::uint64_t generation)
 {
+    if (static_cast<unsigned>(kind) >= kBufferKinds)
+        return PoolErrc::InvalidKind; // counted nowhere: there is no such kind
     KindCounters& counters = t.counters[static_cast<unsigned>(kind)];
     if (bytes - 1 >= maxBytes_) { // 0 wraps around
         bump(counters.failures);

@@ -74,7 +74,8 @@ public:
     BufferPool& operator=(const BufferPool&) = delete;
 
     // Reuse a free buffer of the class that holds `bytes`, else create and
-    // register one, else downgrade to smaller classes, else a clear error.
+    // register one, else downgrade to smaller classes, else a clear error
+    // (PoolErrc::InvalidKind for a kind that is neither Rmb nor Sndbuf).
     Result<BufferRef> acquire(BufferKind kind, std::size_t bytes) noexcept;
     // Give a buffer back for reuse. Refuses a double release, a stale lease
     // and a buffer of another pool, without touching the buffer.
