@@ -48,6 +48,16 @@ struct PoolConfig {
     Tech tech = Tech::SmcR;
     LockPolicy policy = LockPolicy::Default;
     // Bytes the pool may own in all (leased and free buffers); 0 = no limit.
+    // Free buffers do not block others: a new buffer that would exceed it
+    // first gets room by reclaiming free buffers of other kinds and classes
+    // (unregistered from every link, freed; PoolStats' `reclaimed`), wherever
+    // they are cached, even in another thread's cache. Only a class that
+    // cannot fit beside the leased bytes downgrades, as if the allocator had
+    // failed; LimitReached when no class fits. That holds exactly for one
+    // thread; with several, another thread may take the room a reclaim made
+    // (then LimitReached). Reclaim runs on the slow path only. Memory that a
+    // device or peer still holds after the pool freed a buffer (an attached
+    // DMB, a write in flight) is not counted.
     std::size_t memoryLimit = 0;
     // Scrub a buffer on release, as Linux does. Off by default: SMC's cursors
     // never expose stale bytes, and a scrub of a 1 MiB buffer costs far more
@@ -90,7 +100,9 @@ public:
     unsigned linkMask() const noexcept;
 
     // Every buffer the pool holds, leased or free (a snapshot; SMC-R rkey
-    // exchange uses it). Call while no link is being removed.
+    // exchange uses it). Call while no link is being removed. Under a memory
+    // limit a free buffer in it may be reclaimed (freed) at any time; only
+    // the leased ones stay valid.
     std::vector<BufferDesc*> buffers(BufferKind kind) const;
 
     PoolStats stats() const noexcept;

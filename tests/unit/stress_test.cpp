@@ -209,6 +209,86 @@ TYPED_TEST(StressTest, LimitedPoolNeverOvershootsAndNeverLeaks)
     EXPECT_EQ(allocator.live.load(), 0u);
 }
 
+// Under a tight limit, threads take each other's free buffers of other
+// kinds and classes (reclaim) while links come and go: no buffer is freed
+// while leased or registered twice, the limit holds, nothing leaks.
+TYPED_TEST(StressTest, ReclaimAcrossKindsUnderALimitKeepsTheBooks)
+{
+    test::FakeRegistrar registrar;
+    test::CountingAllocator allocator;
+    PoolConfig config;
+    config.policy = TypeParam::kPolicy;
+    config.memoryLimit = 1 << 20;
+    config.allocator = &allocator;
+    auto pool = std::move(BufferPool::create(config, registrar)).value();
+    ASSERT_TRUE(pool->addLink(0));
+    std::atomic<std::size_t> peak{0};
+    std::atomic<int> errors{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int id = 1; id <= kThreads; ++id) {
+        workers.emplace_back([&, id] {
+            std::mt19937 rng(static_cast<unsigned>(id));
+            std::vector<std::pair<BufferRef, std::uint64_t>> held;
+            for (std::uint64_t i = 0; i < kIterations / 10; ++i) {
+                const BufferKind kind = (rng() & 1) ? BufferKind::Rmb : BufferKind::Sndbuf;
+                Result<BufferRef> b = pool->acquire(kind, kSizes[rng() % 4]);
+                std::size_t live = allocator.live.load();
+                std::size_t seen = peak.load();
+                while (live > seen && !peak.compare_exchange_weak(seen, live)) {
+                }
+                if (!b) {
+                    if (b.error() != PoolErrc::LimitReached)
+                        ++errors;
+                } else if (!stampFree(*b) || !(*b)->isRegistered(0)) {
+                    ++errors;
+                } else {
+                    stamp(*b, static_cast<std::uint64_t>(id), i);
+                    held.emplace_back(*b, i);
+                }
+                while (held.size() > (rng() % 3)) {
+                    auto [ref, serial] = held.back();
+                    held.pop_back();
+                    if (!stampIs(ref, static_cast<std::uint64_t>(id), serial))
+                        ++errors;
+                    stamp(ref, 0, 0);
+                    if (!pool->release(ref))
+                        ++errors;
+                }
+            }
+            for (auto& [ref, serial] : held) {
+                stamp(ref, 0, 0);
+                if (!pool->release(ref))
+                    ++errors;
+            }
+        });
+    }
+    std::thread churn([&] {
+        while (!stop.load()) {
+            if (!pool->addLink(1) || !pool->removeLink(1))
+                ++errors;
+            std::this_thread::yield();
+        }
+    });
+    for (auto& w : workers)
+        w.join();
+    stop = true;
+    churn.join();
+
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(registrar.violations(), 0);
+    EXPECT_LE(peak.load(), config.memoryLimit);
+    const PoolStats s = pool->stats();
+    EXPECT_GT(s.rmb.reclaimed + s.sndbuf.reclaimed, 0u) << "the limit never made anyone reclaim";
+    EXPECT_EQ(registrar.liveOn(0), s.rmb.descriptors + s.sndbuf.descriptors);
+    EXPECT_EQ(registrar.liveOn(1), 0u);
+    EXPECT_EQ(s.rmb.pooledBytes + s.sndbuf.pooledBytes, allocator.live.load());
+    EXPECT_EQ(s.rmb.inUseBytes + s.sndbuf.inUseBytes, 0);
+    pool.reset();
+    EXPECT_EQ(allocator.live.load(), 0u);
+    EXPECT_EQ(registrar.liveCount(), 0u);
+}
+
 TEST(LoopbackIsmStress, MoveDataRacesUnregisterSafely)
 {
     LoopbackIsm dev;
