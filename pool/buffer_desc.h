@@ -24,7 +24,13 @@ inline constexpr unsigned kMaxLinks = 3;
 
 constexpr const char* toString(BufferKind kind) noexcept
 {
-    return kind == BufferKind::Rmb ? "rmb" : "sndbuf";
+    switch (kind) {
+    case BufferKind::Rmb:
+        return "rmb";
+    case BufferKind::Sndbuf:
+        return "sndbuf";
+    }
+    return "?";
 }
 
 // What a registrar records for one buffer on one link. For RDMA: the memory
@@ -41,6 +47,12 @@ struct LinkRegistration {
 // that changes it is the pool's or the registrar's business. Cache-line
 // aligned: descriptors sit side by side in the pool's table, and two threads
 // claiming neighbours must not bounce one line between them.
+//
+// Lifetime: the descriptor belongs to its pool and dies with it. Its data,
+// size and registrations are meaningful only while the reader holds a lease
+// on it (or, for a registrar, inside its calls): a free buffer may be
+// reclaimed under a memory limit, or refused by a registrar, and its
+// descriptor recycled for another buffer.
 class alignas(64) BufferDesc
 {
 public:
@@ -55,7 +67,9 @@ public:
     unsigned sizeClass() const noexcept { return sizeClass_; }
 
     // The memory's owner handle, for registrars that must keep it alive
-    // beyond the pool's own use (an ISM DMB that a peer has attached).
+    // beyond the pool's own use (an ISM DMB that a peer has attached), and
+    // for users who need the bytes after the pool is gone: copy it while
+    // holding the lease.
     const std::shared_ptr<std::byte>& memory() const noexcept { return memory_; }
 
     bool isRegistered(unsigned link) const noexcept
@@ -105,6 +119,12 @@ private:
 // A plain value; copies are allowed, but only one release succeeds, and a
 // release through a stale copy after someone else re-acquired the buffer is
 // refused (the generation no longer matches).
+//
+// Lifetime: a BufferRef does not keep its pool alive (that would cost a
+// shared count on every acquire). Releasing or dereferencing one after its
+// pool is destroyed is undefined (use-after-free); so is using data() after
+// release, when the buffer may be another holder's. A default-constructed
+// BufferRef may only be tested and released (InvalidBuffer).
 class BufferRef
 {
 public:

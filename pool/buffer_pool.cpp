@@ -87,7 +87,7 @@ inline Result<BufferRef> BufferPoolCore::acquire(BufferKind kind, std::size_t by
     ThreadState& t = local();
     std::uint64_t generation = 0;
     BufferDesc* d = nullptr;
-    if (bytes - 1 < maxBytes_) [[likely]] {
+    if (bytes - 1 < maxBytes_ && static_cast<unsigned>(kind) < kBufferKinds) [[likely]] {
         const unsigned cls = compressBufferSize(bytes, config_.tech);
         d = reuse(t, kind, cls, generation);
         if (d != nullptr && (usable_.load(std::memory_order_acquire) == 0 || fullyRegistered(*d)))
@@ -100,11 +100,13 @@ inline Result<BufferRef> BufferPoolCore::acquire(BufferKind kind, std::size_t by
     return acquireSlow(t, kind, bytes, d, generation);
 }
 
-// The slow path of acquire: a bad size, a reused buffer that misses a
+// The slow path of acquire: a bad kind or size, a reused buffer that misses a
 // registration (`claimed`), or no free buffer at the requested class.
 Result<BufferRef> BufferPoolCore::acquireSlow(ThreadState& t, BufferKind kind, std::size_t bytes,
                                               BufferDesc* claimed, std::uint64_t generation)
 {
+    if (static_cast<unsigned>(kind) >= kBufferKinds)
+        return PoolErrc::InvalidKind; // counted nowhere: there is no such kind
     KindCounters& counters = t.counters[static_cast<unsigned>(kind)];
     if (bytes - 1 >= maxBytes_) { // 0 wraps around
         bump(counters.failures);
@@ -114,6 +116,8 @@ Result<BufferRef> BufferPoolCore::acquireSlow(ThreadState& t, BufferKind kind, s
 
     // Like Linux: per class from the requested one down, reuse a free buffer,
     // else create one; only when that fails for want of memory, go smaller.
+    // Under the memory limit, free buffers of other buckets are memory to be
+    // had: they are reclaimed for this class before it counts as failed.
     std::optional<std::error_code> lastError;
     for (unsigned c = cls + 1; c-- > 0;) {
         BufferDesc* d = c == cls ? claimed : reuse(t, kind, c, generation);
@@ -129,28 +133,45 @@ Result<BufferRef> BufferPoolCore::acquireSlow(ThreadState& t, BufferKind kind, s
                 }
             }
             bump(counters.reuses);
-        } else {
-            Result<BufferDesc*> created = create(t, kind, c, generation);
-            if (created) {
-                d = *created;
-                bump(counters.allocs);
-            } else {
-                lastError = created.error();
-                if (!isDowngradable(*lastError)) {
-                    bump(counters.failures);
-                    return *lastError;
-                }
-                // Out of memory: a free buffer of this class may be hinted
-                // only in another thread's magazine. Find it before going smaller.
-                if (magazine_ == nullptr || (d = scavenge(kind, c, generation)) == nullptr)
-                    continue;
-                bump(counters.reuses);
-            }
+            return lease(counters, *d, generation, c != cls);
         }
-        return lease(counters, *d, generation, c != cls);
+        Result<BufferDesc*> created = create(t, kind, c, generation);
+        // Out of memory: a free buffer of this class may be hinted only in
+        // another thread's magazine. Find it before anything costlier.
+        if (!created && isDowngradable(created.error()) && magazine_ != nullptr &&
+            (d = scavenge(kind, c, generation)) != nullptr) {
+            bump(counters.reuses);
+            return lease(counters, *d, generation, c != cls);
+        }
+        if (!created && created.error() == PoolErrc::LimitReached)
+            created = createAfterReclaim(t, kind, c, generation);
+        if (!created) {
+            lastError = created.error();
+            if (!isDowngradable(*lastError)) {
+                bump(counters.failures);
+                return *lastError;
+            }
+            continue;
+        }
+        bump(counters.allocs);
+        return lease(counters, **created, generation, c != cls);
     }
     bump(counters.failures);
     return *lastError; // every class failed, each setting it
+}
+
+// The limit refused a buffer of class `cls`: if it fits beside what is
+// leased, free enough free buffers of other buckets (reclaim) and create it.
+// If it cannot fit whatever is freed, nothing is reclaimed in vain. Under
+// concurrency `leasedBytes()` is a snapshot, and another thread may take the
+// room made here: then LimitReached, as when there was none.
+Result<BufferDesc*> BufferPoolCore::createAfterReclaim(ThreadState& t, BufferKind kind,
+                                                       unsigned cls, std::uint64_t& generation)
+{
+    if (leasedBytes() + classBytes(cls) > config_.memoryLimit)
+        return PoolErrc::LimitReached;
+    reclaim(classBytes(cls));
+    return create(t, kind, cls, generation);
 }
 
 Result<void> BufferPoolCore::release(BufferRef ref)

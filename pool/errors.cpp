@@ -41,6 +41,8 @@ public:
             return "link index already in use";
         case PoolErrc::NoSuchLink:
             return "no link with that index";
+        case PoolErrc::InvalidKind:
+            return "buffer kind must be rmb or sndbuf";
         }
         return "unknown pool error " + std::to_string(value);
     }

@@ -20,6 +20,7 @@ enum class PoolErrc {
     InvalidLink,        // a link index outside 0..2
     LinkExists,         // the link index is already in use
     NoSuchLink,         // the link index is not in use
+    InvalidKind,        // a BufferKind that is neither Rmb nor Sndbuf
 };
 
 const std::error_category& poolCategory() noexcept;

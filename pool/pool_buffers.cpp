@@ -109,6 +109,39 @@ void BufferPoolCore::destroy(BufferDesc& d) noexcept
     table_.vacate(d);
 }
 
+// Bytes leased right now, from the per-thread gauges (a snapshot under
+// concurrency: a buffer being claimed may count as free).
+std::uint64_t BufferPoolCore::leasedBytes() const noexcept
+{
+    std::int64_t sum = 0;
+    for (ThreadState* t = registry_.load(std::memory_order_acquire); t != nullptr; t = t->next)
+        for (const KindCounters& c : t->counters)
+            sum += c.inUseBytes.load(std::memory_order_relaxed);
+    return sum > 0 ? static_cast<std::uint64_t>(sum) : 0;
+}
+
+// Free buffers of any kind and class, until `bytes` more fit under the limit
+// or no free buffer is left. Every free buffer can be reclaimed wherever a
+// hint to it sits (another thread's magazine, a free stack, a bucket list):
+// as for reuse, the claim decides. A hint left behind is checked when popped.
+void BufferPoolCore::reclaim(std::size_t bytes) noexcept
+{
+    table_.forEachUntil([&](BufferDesc& d) {
+        if (pooledTotal_.load(std::memory_order_relaxed) + bytes <= config_.memoryLimit)
+            return true;
+        std::uint64_t generation = 0;
+        if (!DescAccess::live(d).load(std::memory_order_acquire) || !tryClaim(d, generation))
+            return false;
+        // Ours now: read it before destroy() clears it.
+        const unsigned k = static_cast<unsigned>(d.kind());
+        const std::size_t size = d.size();
+        destroy(d); // unregisters it from every link, then frees it
+        reclaimed_[k].fetch_add(1, std::memory_order_relaxed);
+        reclaimedBytes_[k].fetch_add(size, std::memory_order_relaxed);
+        return false;
+    });
+}
+
 std::vector<BufferDesc*> BufferPoolCore::buffers(BufferKind kind) const
 {
     std::vector<BufferDesc*> out;
@@ -137,6 +170,8 @@ PoolStats BufferPoolCore::stats() const noexcept
                 out.classHistogram[cls] += c.classHistogram[cls].load(std::memory_order_relaxed);
         }
         out.freed = freed_[k].load(std::memory_order_relaxed);
+        out.reclaimed = reclaimed_[k].load(std::memory_order_relaxed);
+        out.reclaimedBytes = reclaimedBytes_[k].load(std::memory_order_relaxed);
         out.pooledBytes = pooledBytes_[k].load(std::memory_order_relaxed);
         out.descriptors = descriptors_[k].load(std::memory_order_relaxed);
     }

@@ -14,6 +14,7 @@ void writeKind(std::ostringstream& out, const char* name, const KindStats& k)
     out << '"' << name << "\":{\"allocs\":" << k.allocs << ",\"reuses\":" << k.reuses
         << ",\"downgrades\":" << k.downgrades << ",\"failures\":" << k.failures
         << ",\"releases\":" << k.releases << ",\"freed\":" << k.freed
+        << ",\"reclaimed\":" << k.reclaimed << ",\"reclaimed_bytes\":" << k.reclaimedBytes
         << ",\"in_use_bytes\":" << k.inUseBytes << ",\"pooled_bytes\":" << k.pooledBytes
         << ",\"descriptors\":" << k.descriptors << ",\"class_histogram\":{";
     bool first = true;

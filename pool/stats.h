@@ -17,7 +17,13 @@ struct KindStats {
     std::uint64_t downgrades = 0; // acquires served from a smaller class (dgrade_cnt)
     std::uint64_t failures = 0;   // acquires that returned an error
     std::uint64_t releases = 0;
-    std::uint64_t freed = 0; // buffers given back to the system (registration failure, teardown)
+    // Buffers given back to the system: reclaimed, refused by the registrar,
+    // or freed at teardown.
+    std::uint64_t freed = 0;
+    // Of those, free buffers trimmed (unregistered and freed) to make room
+    // for another buffer under PoolConfig::memoryLimit, and their bytes.
+    std::uint64_t reclaimed = 0;
+    std::uint64_t reclaimedBytes = 0;
     std::int64_t inUseBytes = 0;   // gauge: bytes currently leased (Linux rmbuse)
     std::uint64_t pooledBytes = 0; // gauge: bytes the pool owns, leased or free (alloc_rmbs)
     std::uint64_t descriptors = 0; // gauge: buffers the pool owns

@@ -89,6 +89,15 @@ public:
             f(at(i));
     }
 
+    // forEach until `f` returns true.
+    template <typename F> void forEachUntil(F&& f) const
+    {
+        const std::uint32_t n = highWater();
+        for (std::uint32_t i = 0; i < n; ++i)
+            if (f(at(i)))
+                return;
+    }
+
 private:
     const std::uint32_t capacity_;
     std::array<std::atomic<BufferDesc*>, kMaxChunks> chunks_{};

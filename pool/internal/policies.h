@@ -90,9 +90,11 @@ public:
 
     void remove(BufferDesc& d) noexcept override
     {
+        // The hook is read under the lock: neighbours' inserts and erases
+        // write it, and reclaim removes buffers while others come and go.
+        std::unique_lock lock(lockOf(d.kind(), d.sizeClass()));
         if (!DescAccess::bucketHook(d).is_linked())
             return;
-        std::unique_lock lock(lockOf(d.kind(), d.sizeClass()));
         auto& list = lists_[index(d.kind())][d.sizeClass()];
         list.erase(list.iterator_to(d));
     }

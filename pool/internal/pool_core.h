@@ -28,7 +28,7 @@ constexpr unsigned linkBit(unsigned link) noexcept
 // The pool's machinery behind BufferPool's interface. Its members live in
 // three files by job: buffer_pool.cpp (acquire and release, the public face),
 // pool_links.cpp (link add/remove, registration), pool_buffers.cpp (creating
-// and freeing buffers, the memory limit, statistics).
+// and freeing buffers, the memory limit and reclaim, statistics).
 //
 // Registration and link changes (see docs/design.md): the links a buffer must
 // be registered on are published in two masks, `usable_` (done) and `adding_`
@@ -74,6 +74,8 @@ private:
                              std::uint64_t& generation) noexcept;
     inline void putBack(ThreadState& t, BufferDesc& d, BufferKind kind, unsigned cls) noexcept;
     BufferDesc* scavenge(BufferKind kind, unsigned cls, std::uint64_t& generation) noexcept;
+    Result<BufferDesc*> createAfterReclaim(ThreadState& t, BufferKind kind, unsigned cls,
+                                           std::uint64_t& generation);
 
     void enterRead(ThreadState& t) noexcept
     {
@@ -108,6 +110,8 @@ private:
     Result<BufferDesc*> create(ThreadState& t, BufferKind kind, unsigned cls,
                                std::uint64_t& generation);
     void destroy(BufferDesc& d) noexcept;
+    std::uint64_t leasedBytes() const noexcept;
+    void reclaim(std::size_t bytes) noexcept;
 
     const PoolConfig config_;
     Registrar& registrar_;
@@ -138,6 +142,8 @@ private:
     std::array<std::atomic<std::uint64_t>, kBufferKinds> pooledBytes_{};
     std::array<std::atomic<std::uint64_t>, kBufferKinds> descriptors_{};
     std::array<std::atomic<std::uint64_t>, kBufferKinds> freed_{};
+    std::array<std::atomic<std::uint64_t>, kBufferKinds> reclaimed_{};
+    std::array<std::atomic<std::uint64_t>, kBufferKinds> reclaimedBytes_{};
 };
 
 } // namespace smc

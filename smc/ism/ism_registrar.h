@@ -11,6 +11,8 @@ namespace smc
 // For an SMC-D pool (the device is link 0): an RMB becomes a DMB on the
 // device, its token kept in the descriptor; a sndbuf is plain memory, as in
 // Linux (with a no-copy device the sender writes through an attached peer DMB).
+// The device is borrowed: it must outlive the registrar and every pool that
+// uses it (the pool's destructor unregisters its DMBs through it).
 class IsmRegistrar final : public Registrar
 {
 public:

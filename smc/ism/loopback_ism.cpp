@@ -3,36 +3,13 @@
 #include "smc/ism/loopback_ism.h"
 
 #include <cstring>
-#include <thread>
 
 namespace smc
 {
 
-DmbAttachment& DmbAttachment::operator=(DmbAttachment&& other) noexcept
-{
-    if (this != &other) {
-        detach();
-        device_ = std::exchange(other.device_, nullptr);
-        token_ = std::exchange(other.token_, 0);
-        memory_ = std::move(other.memory_);
-        size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-}
-
-void DmbAttachment::detach() noexcept
-{
-    if (device_ != nullptr)
-        device_->detachDmb(token_);
-    device_ = nullptr;
-    token_ = 0;
-    memory_.reset();
-    size_ = 0;
-}
-
 LoopbackIsm::LoopbackIsm(IrqHandler onSignal)
     : random_(std::random_device{}()), slots_(std::make_unique<Slot[]>(1u << kIndexBits)),
-      onSignal_(std::move(onSignal))
+      onSignal_(std::move(onSignal)), detacher_(std::make_shared<DmbDetacher>(*this))
 {
     // Like Linux, a random GID: peers on this device must present the same one.
     gid_ = {random_(), random_()};
@@ -41,7 +18,10 @@ LoopbackIsm::LoopbackIsm(IrqHandler onSignal)
         freeIndexes_.push_back(i); // hand out low indexes first
 }
 
-LoopbackIsm::~LoopbackIsm() = default;
+LoopbackIsm::~LoopbackIsm()
+{
+    detacher_->cut();
+}
 
 Result<void> LoopbackIsm::queryRemoteGid(const IsmGid& peer) const noexcept
 {
@@ -94,21 +74,42 @@ Result<DmbInfo> LoopbackIsm::registerDmb(std::shared_ptr<std::byte> memory, std:
 
 Result<void> LoopbackIsm::unregisterDmb(DmbToken token)
 {
+    std::shared_ptr<std::byte> memory; // dropped after the lock, unless a peer still holds it
     MutexLocker lock(mutex_);
     Slot* slot = find(token);
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
         return IsmErrc::UnknownToken;
-    // Refuse new writers, then wait for the ones inside moveData. Attached
-    // peers keep their own reference to the memory.
+    // Refuse new writers. Writers inside stay (the caller may be one of
+    // them, in a signal handler): waiting for them here would hang that
+    // caller and stall the device. The last one out frees the slot.
     slot->token.store(0, std::memory_order_seq_cst);
-    while (slot->users.load(std::memory_order_seq_cst) != 0)
-        std::this_thread::yield();
-    std::shared_ptr<std::byte> memory = std::move(slot->memory);
-    slot->data = nullptr;
-    slot->size = 0;
-    freeIndexes_.push_back(static_cast<std::uint32_t>(token & ((1u << kIndexBits) - 1)));
-    lock.unlock();
-    return {}; // `memory` goes here unless a peer still holds it
+    slot->users.fetch_or(kDying, std::memory_order_seq_cst);
+    memory = freeIfIdle(*slot, static_cast<std::uint32_t>(token & ((1u << kIndexBits) - 1)));
+    return {};
+}
+
+// The slot of an unregistered DMB, if nobody is inside it any more: exactly
+// one caller wins the move from "dying, no users" to "free".
+std::shared_ptr<std::byte> LoopbackIsm::freeIfIdle(Slot& slot, std::uint32_t index)
+{
+    std::uint32_t idle = kDying;
+    if (!slot.users.compare_exchange_strong(idle, 0, std::memory_order_acq_rel,
+                                            std::memory_order_relaxed))
+        return nullptr;
+    std::shared_ptr<std::byte> memory = std::move(slot.memory);
+    slot.data = nullptr;
+    slot.size = 0;
+    freeIndexes_.push_back(index);
+    return memory;
+}
+
+void LoopbackIsm::leave(Slot& slot, std::uint32_t index) noexcept
+{
+    if (slot.users.fetch_sub(1, std::memory_order_release) != (kDying | 1)) [[likely]]
+        return;
+    std::shared_ptr<std::byte> memory; // dropped after the lock
+    MutexLocker lock(mutex_);
+    memory = freeIfIdle(slot, index);
 }
 
 Result<DmbAttachment> LoopbackIsm::attachDmb(DmbToken token)
@@ -118,7 +119,7 @@ Result<DmbAttachment> LoopbackIsm::attachDmb(DmbToken token)
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
         return IsmErrc::UnknownToken;
     ++slot->attached;
-    return DmbAttachment(this, token, slot->memory, slot->size);
+    return DmbAttachment(detacher_, token, slot->memory, slot->size);
 }
 
 void LoopbackIsm::detachDmb(DmbToken token) noexcept
@@ -143,7 +144,8 @@ Result<void> LoopbackIsm::moveData(DmbToken token, std::size_t offset,
 {
     Slot* slot = find(token);
     if (slot == nullptr || slot->token.load(std::memory_order_relaxed) != token)
-        return IsmErrc::UnknownToken; // cheap refusal that does not hold up unregister
+        return IsmErrc::UnknownToken; // cheap refusal that does not hold up the slot's reuse
+    const auto index = static_cast<std::uint32_t>(token & ((1u << kIndexBits) - 1));
     // Announce ourselves before checking the token; unregister does the
     // opposite, so one of the two always sees the other.
     slot->users.fetch_add(1, std::memory_order_seq_cst);
@@ -156,9 +158,9 @@ Result<void> LoopbackIsm::moveData(DmbToken token, std::size_t offset,
         if (!data.empty())
             std::memcpy(slot->data + offset, data.data(), data.size());
         if (signal)
-            raise(*slot, static_cast<std::uint32_t>(token & ((1u << kIndexBits) - 1)), token);
+            raise(*slot, index, token); // may unregister this very DMB
     }
-    slot->users.fetch_sub(1, std::memory_order_release);
+    leave(*slot, index);
     return result;
 }
 

@@ -20,6 +20,9 @@ namespace smc
 // The data path (moveData, signal) takes no device-wide lock: the token names
 // its slot (low bits) and a per-slot user count keeps the memory alive while
 // it is written, so writers of different DMBs never share a cache line.
+// Unregister never waits for those users: a signal handler is one of them,
+// and it may unregister its own DMB (ism_device.h). The slot is marked dying
+// instead, and whoever leaves it last frees it.
 class LoopbackIsm final : public IsmDevice
 {
 public:
@@ -30,6 +33,8 @@ public:
     // `onSignal` is fixed for the device's life, so the data path reads it
     // without synchronisation. It may be empty.
     explicit LoopbackIsm(IrqHandler onSignal = {});
+    // Cuts the attachments' way back first (they may outlive the device);
+    // no call on the device may be in progress.
     ~LoopbackIsm() override;
 
     IsmGid localGid() const noexcept override { return gid_; }
@@ -46,15 +51,20 @@ public:
                           bool signal) noexcept override;
     Result<void> signal(DmbToken token) noexcept override;
 
-    // Observability for tests and tools.
+    // Observability for tests and tools. dmbCount() includes unregistered
+    // DMBs whose last writer has not left yet (their slot is not free).
     std::uint32_t dmbCount() const noexcept;
     std::uint32_t attachCount(DmbToken token) const noexcept;
     std::uint64_t signalCount(DmbToken token) const noexcept;
 
 private:
+    // Set in `users` by unregister when writers are inside: the last one out
+    // frees the slot.
+    static constexpr std::uint32_t kDying = 1u << 31;
+
     struct alignas(64) Slot {
-        std::atomic<DmbToken> token{0}; // 0 = free
-        std::atomic<std::uint32_t> users{0};
+        std::atomic<DmbToken> token{0};      // 0 = free (or dying)
+        std::atomic<std::uint32_t> users{0}; // writers inside moveData | kDying
         std::atomic<std::uint64_t> signals{0};
         std::byte* data = nullptr;
         std::size_t size = 0;
@@ -66,6 +76,8 @@ private:
     Slot* find(DmbToken token) noexcept;
     const Slot* find(DmbToken token) const noexcept;
     void raise(Slot& slot, std::uint32_t index, DmbToken token) noexcept;
+    void leave(Slot& slot, std::uint32_t index) noexcept;
+    std::shared_ptr<std::byte> freeIfIdle(Slot& slot, std::uint32_t index) SMC_REQUIRES(mutex_);
 
     IsmGid gid_;
     // The control path (register, unregister, attach, detach), and each
@@ -75,6 +87,7 @@ private:
     std::vector<std::uint32_t> freeIndexes_ SMC_GUARDED_BY(mutex_);
     std::unique_ptr<Slot[]> slots_;
     const IrqHandler onSignal_;
+    const std::shared_ptr<DmbDetacher> detacher_; // shared with every attachment
 };
 
 } // namespace smc

@@ -120,6 +120,22 @@ TYPED_TEST(BufferPoolTest, InvalidSizesAreClearErrors)
     EXPECT_EQ(pool->stats().rmb.descriptors, 0u);
 }
 
+TYPED_TEST(BufferPoolTest, AnUnknownKindIsAClearError)
+{
+    auto pool = this->makePool();
+    for (unsigned k : {2u, 7u, 255u}) {
+        Result<BufferRef> b = pool->acquire(static_cast<BufferKind>(k), 16384);
+        ASSERT_FALSE(b) << k;
+        EXPECT_EQ(b.error(), PoolErrc::InvalidKind) << k;
+    }
+    EXPECT_EQ(pool->stats().rmb.failures + pool->stats().sndbuf.failures, 0u)
+        << "no kind to count it for";
+    EXPECT_EQ(this->allocator_.live.load(), 0u);
+    Result<BufferRef> fine = pool->acquire(BufferKind::Sndbuf, 16384);
+    ASSERT_TRUE(fine);
+    EXPECT_TRUE(pool->release(*fine));
+}
+
 TYPED_TEST(BufferPoolTest, DowngradesWhenAllocationFails)
 {
     auto pool = this->makePool();

@@ -2,7 +2,10 @@
 // loopback-ism: DMB register/attach/detach/move_data/signal, limits, and the SMC-D pool on top.
 #include "smc/ism/loopback_ism.h"
 
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -18,6 +21,25 @@ namespace
 std::shared_ptr<std::byte> pages(std::size_t bytes)
 {
     return MmapAllocator::instance().allocate(bytes);
+}
+
+// Runs `f` on a thread of its own and waits at most `limit` for it. A call
+// that hangs is left running, detached: the test fails instead of hanging,
+// and `f` must own (shared_ptr) whatever it uses so nothing dangles.
+bool finishesWithin(std::chrono::seconds limit, std::function<void()> f)
+{
+    std::promise<void> done;
+    std::future<void> finished = done.get_future();
+    std::thread thread([f = std::move(f), done = std::move(done)]() mutable {
+        f();
+        done.set_value();
+    });
+    if (finished.wait_for(limit) != std::future_status::ready) {
+        thread.detach();
+        return false;
+    }
+    thread.join();
+    return true;
 }
 
 std::vector<std::byte> pattern(std::size_t n, unsigned seed)
@@ -128,6 +150,97 @@ TEST(LoopbackIsm, AttachmentOutlivesUnregister)
     EXPECT_FALSE(watch.expired()) << "an attached peer keeps the memory";
     peer.data()[0] = std::byte{7}; // still valid memory
     peer.detach();
+    EXPECT_TRUE(watch.expired());
+}
+
+// A device whose signal handler runs `onSignal(device, index, token)`; the
+// handler may call the device. Shared, so a hung call keeps it alive.
+struct HandlerDevice {
+    std::function<void(LoopbackIsm&, std::uint32_t, DmbToken)> onSignal;
+    LoopbackIsm dev{[this](std::uint32_t index, DmbToken token) { onSignal(dev, index, token); }};
+};
+
+TEST(LoopbackIsm, HandlerMayUnregisterItsOwnDmb)
+{
+    auto h = std::make_shared<HandlerDevice>();
+    std::atomic<bool> unregistered{false};
+    std::atomic<bool> registered{false};
+    h->onSignal = [&](LoopbackIsm& dev, std::uint32_t, DmbToken token) {
+        unregistered = bool(dev.unregisterDmb(token));
+        // The device is not locked up meanwhile: another DMB can be had.
+        registered = bool(dev.registerDmb(pages(16384), 16384));
+    };
+    auto mem = pages(16384);
+    std::weak_ptr<std::byte> watch = mem;
+    Result<DmbInfo> dmb = h->dev.registerDmb(std::move(mem), 16384);
+    ASSERT_TRUE(dmb);
+    const DmbToken token = dmb->token;
+    auto signal = [h, token] { (void)h->dev.signal(token); };
+    ASSERT_TRUE(finishesWithin(std::chrono::seconds(5), signal))
+        << "a handler that unregisters its own DMB hangs";
+    EXPECT_TRUE(unregistered);
+    EXPECT_TRUE(registered);
+    // The signal was the DMB's last user: on its way out it freed the slot.
+    EXPECT_TRUE(watch.expired());
+    EXPECT_EQ(h->dev.dmbCount(), 1u) << "only the DMB the handler registered";
+    EXPECT_EQ(h->dev.signal(token).error(), IsmErrc::UnknownToken);
+    EXPECT_EQ(h->dev.unregisterDmb(token).error(), IsmErrc::UnknownToken);
+}
+
+TEST(LoopbackIsm, UnregisterDoesNotWaitForARunningHandler)
+{
+    auto h = std::make_shared<HandlerDevice>();
+    auto gate = std::make_shared<std::promise<void>>();
+    std::shared_future<void> open = gate->get_future().share();
+    auto inside = std::make_shared<std::promise<void>>();
+    h->onSignal = [inside, open](LoopbackIsm&, std::uint32_t, DmbToken) {
+        inside->set_value();
+        (void)open.wait_for(std::chrono::seconds(10)); // bounded, should the test fail
+    };
+    auto mem = pages(16384);
+    std::weak_ptr<std::byte> watch = mem;
+    Result<DmbInfo> dmb = h->dev.registerDmb(std::move(mem), 16384);
+    ASSERT_TRUE(dmb);
+    const DmbToken token = dmb->token;
+    std::thread writer([h, token] { (void)h->dev.signal(token); });
+    inside->get_future().wait();
+
+    // The handler is a user of the DMB: neither this unregister nor other
+    // DMBs' registrations may wait for it.
+    auto calls = [h, token] {
+        EXPECT_TRUE(h->dev.unregisterDmb(token));
+        Result<DmbInfo> other = h->dev.registerDmb(pages(16384), 16384);
+        ASSERT_TRUE(other);
+        EXPECT_TRUE(h->dev.unregisterDmb(other->token));
+    };
+    EXPECT_TRUE(finishesWithin(std::chrono::seconds(2), calls))
+        << "unregister waited for a running signal handler";
+    EXPECT_FALSE(watch.expired()) << "the handler's signal still uses the memory";
+    EXPECT_EQ(h->dev.dmbCount(), 1u) << "the slot is not free before its last user leaves";
+    gate->set_value();
+    writer.join();
+    EXPECT_TRUE(watch.expired()) << "the last user freed it";
+    EXPECT_EQ(h->dev.dmbCount(), 0u);
+}
+
+TEST(LoopbackIsm, AttachmentOutlivesTheDevice)
+{
+    auto dev = std::make_unique<LoopbackIsm>();
+    auto mem = pages(16384);
+    std::weak_ptr<std::byte> watch = mem;
+    Result<DmbInfo> dmb = dev->registerDmb(mem, 16384);
+    ASSERT_TRUE(dmb);
+    DmbAttachment peer = std::move(dev->attachDmb(dmb->token)).value();
+    DmbAttachment moved = std::move(dev->attachDmb(dmb->token)).value();
+    mem.reset();
+    dev.reset();
+    // The mapping is still the DMB's memory, and detaching calls no dead device.
+    peer.data()[5] = std::byte{9};
+    EXPECT_EQ(moved.data()[5], std::byte{9});
+    DmbAttachment other = std::move(moved);
+    peer.detach();
+    EXPECT_FALSE(watch.expired());
+    other = DmbAttachment{};
     EXPECT_TRUE(watch.expired());
 }
 

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Concurrency stress: many threads, mixed sizes, links coming and going; run under TSan in CI.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -34,6 +39,39 @@ constexpr std::size_t kSizes[] = {16384, 32768, 65536, 131072};
 struct Stamp {
     std::uint64_t owner;
     std::uint64_t serial;
+};
+
+// Ends the test binary with a failure if the test that made it runs past
+// `limit`: a hung thread cannot be unwound, and the run must not hang.
+class Watchdog
+{
+public:
+    explicit Watchdog(std::chrono::seconds limit)
+        : thread_([this, limit] {
+              std::unique_lock lock(mutex_);
+              if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+                  std::fprintf(stderr, "watchdog: %s hung\n",
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+                  std::_Exit(1);
+              }
+          })
+    {
+    }
+    ~Watchdog()
+    {
+        {
+            std::lock_guard lock(mutex_);
+            done_ = true;
+        }
+        cv_.notify_one();
+        thread_.join();
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::thread thread_;
 };
 
 bool stampFree(const BufferRef& b)
@@ -171,6 +209,86 @@ TYPED_TEST(StressTest, LimitedPoolNeverOvershootsAndNeverLeaks)
     EXPECT_EQ(allocator.live.load(), 0u);
 }
 
+// Under a tight limit, threads take each other's free buffers of other
+// kinds and classes (reclaim) while links come and go: no buffer is freed
+// while leased or registered twice, the limit holds, nothing leaks.
+TYPED_TEST(StressTest, ReclaimAcrossKindsUnderALimitKeepsTheBooks)
+{
+    test::FakeRegistrar registrar;
+    test::CountingAllocator allocator;
+    PoolConfig config;
+    config.policy = TypeParam::kPolicy;
+    config.memoryLimit = 1 << 20;
+    config.allocator = &allocator;
+    auto pool = std::move(BufferPool::create(config, registrar)).value();
+    ASSERT_TRUE(pool->addLink(0));
+    std::atomic<std::size_t> peak{0};
+    std::atomic<int> errors{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> workers;
+    for (int id = 1; id <= kThreads; ++id) {
+        workers.emplace_back([&, id] {
+            std::mt19937 rng(static_cast<unsigned>(id));
+            std::vector<std::pair<BufferRef, std::uint64_t>> held;
+            for (std::uint64_t i = 0; i < kIterations / 10; ++i) {
+                const BufferKind kind = (rng() & 1) ? BufferKind::Rmb : BufferKind::Sndbuf;
+                Result<BufferRef> b = pool->acquire(kind, kSizes[rng() % 4]);
+                std::size_t live = allocator.live.load();
+                std::size_t seen = peak.load();
+                while (live > seen && !peak.compare_exchange_weak(seen, live)) {
+                }
+                if (!b) {
+                    if (b.error() != PoolErrc::LimitReached)
+                        ++errors;
+                } else if (!stampFree(*b) || !(*b)->isRegistered(0)) {
+                    ++errors;
+                } else {
+                    stamp(*b, static_cast<std::uint64_t>(id), i);
+                    held.emplace_back(*b, i);
+                }
+                while (held.size() > (rng() % 3)) {
+                    auto [ref, serial] = held.back();
+                    held.pop_back();
+                    if (!stampIs(ref, static_cast<std::uint64_t>(id), serial))
+                        ++errors;
+                    stamp(ref, 0, 0);
+                    if (!pool->release(ref))
+                        ++errors;
+                }
+            }
+            for (auto& [ref, serial] : held) {
+                stamp(ref, 0, 0);
+                if (!pool->release(ref))
+                    ++errors;
+            }
+        });
+    }
+    std::thread churn([&] {
+        while (!stop.load()) {
+            if (!pool->addLink(1) || !pool->removeLink(1))
+                ++errors;
+            std::this_thread::yield();
+        }
+    });
+    for (auto& w : workers)
+        w.join();
+    stop = true;
+    churn.join();
+
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(registrar.violations(), 0);
+    EXPECT_LE(peak.load(), config.memoryLimit);
+    const PoolStats s = pool->stats();
+    EXPECT_GT(s.rmb.reclaimed + s.sndbuf.reclaimed, 0u) << "the limit never made anyone reclaim";
+    EXPECT_EQ(registrar.liveOn(0), s.rmb.descriptors + s.sndbuf.descriptors);
+    EXPECT_EQ(registrar.liveOn(1), 0u);
+    EXPECT_EQ(s.rmb.pooledBytes + s.sndbuf.pooledBytes, allocator.live.load());
+    EXPECT_EQ(s.rmb.inUseBytes + s.sndbuf.inUseBytes, 0);
+    pool.reset();
+    EXPECT_EQ(allocator.live.load(), 0u);
+    EXPECT_EQ(registrar.liveCount(), 0u);
+}
+
 TEST(LoopbackIsmStress, MoveDataRacesUnregisterSafely)
 {
     LoopbackIsm dev;
@@ -203,6 +321,51 @@ TEST(LoopbackIsmStress, MoveDataRacesUnregisterSafely)
         w.join();
     EXPECT_EQ(dev.dmbCount(), 0u);
     EXPECT_GT(landed.load(), 0);
+}
+
+// Signal handlers unregister the DMB they were raised for while other
+// threads keep writing into it: each DMB is freed exactly once, by its last
+// user, and no write lands in freed memory (ASan) or races (TSan).
+TEST(LoopbackIsmStress, HandlersUnregisterTheirDmbWhileOthersWrite)
+{
+    Watchdog watchdog(std::chrono::seconds(120)); // such a handler used to hang
+    std::atomic<int> unregistered{0};
+    LoopbackIsm* device = nullptr;
+    LoopbackIsm dev([&](std::uint32_t, DmbToken token) {
+        if (device->unregisterDmb(token))
+            ++unregistered;
+    });
+    device = &dev;
+    std::atomic<DmbToken> current{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> writers;
+    for (std::size_t i = 0; i < 4; ++i) {
+        writers.emplace_back([&, i] {
+            const std::byte data[64]{std::byte{1}};
+            while (!stop.load())
+                (void)dev.moveData(current.load(), i * sizeof data, data, (i & 1) != 0);
+        });
+    }
+    constexpr int kRounds = 150;
+    std::vector<std::weak_ptr<std::byte>> memories;
+    for (int round = 0; round < kRounds; ++round) {
+        auto memory = MmapAllocator::instance().allocate(16384);
+        memories.push_back(memory);
+        Result<DmbInfo> dmb = dev.registerDmb(std::move(memory), 16384);
+        ASSERT_TRUE(dmb);
+        current = dmb->token;
+        // A signalling writer's handler unregisters it; give up after a while.
+        for (int spin = 0; spin < 100000 && dev.moveData(dmb->token, 0, {}, false); ++spin)
+            std::this_thread::yield();
+        (void)dev.unregisterDmb(dmb->token); // if no handler got there first
+    }
+    stop = true;
+    for (auto& w : writers)
+        w.join();
+    EXPECT_EQ(dev.dmbCount(), 0u);
+    EXPECT_GT(unregistered.load(), 0);
+    for (const auto& m : memories)
+        EXPECT_TRUE(m.expired());
 }
 
 TEST(SmcDPoolStress, ConcurrentConnectionsOnLoopback)
