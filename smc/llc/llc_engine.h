@@ -182,7 +182,7 @@ private:
         bool running = false;
     };
 
-    // llc_engine.cpp: links, messages, events.
+    // llc_engine.cpp: links, messages; llc_events.cpp: the event queue.
     Result<void> attach(unsigned slot, NewLink link);
     void clearLink(unsigned slot);
     void onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes);
