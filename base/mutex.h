@@ -32,6 +32,7 @@ class SMC_CAPABILITY("mutex") Mutex
 public:
     void lock() SMC_ACQUIRE() { mutex_.lock(); }
     void unlock() SMC_RELEASE() { mutex_.unlock(); }
+    bool tryLock() SMC_TSA(try_acquire_capability(true)) { return mutex_.try_lock(); }
 
 private:
     friend class MutexLocker;

@@ -170,7 +170,13 @@ Result<BufferDesc*> BufferPoolCore::createAfterReclaim(ThreadState& t, BufferKin
 {
     if (leasedBytes() + classBytes(cls) > config_.memoryLimit)
         return PoolErrc::LimitReached;
+    // Not beside a link change: addLink/removeLink walk every live buffer
+    // (registering, unregistering) and must not meet one being freed. Never
+    // wait for one either (it waits for readers like us): no room this time.
+    if (!linkMutex_.tryLock())
+        return PoolErrc::LimitReached;
     reclaim(classBytes(cls));
+    linkMutex_.unlock();
     return create(t, kind, cls, generation);
 }
 

@@ -111,7 +111,7 @@ private:
                                std::uint64_t& generation);
     void destroy(BufferDesc& d) noexcept;
     std::uint64_t leasedBytes() const noexcept;
-    void reclaim(std::size_t bytes) noexcept;
+    void reclaim(std::size_t bytes) noexcept SMC_REQUIRES(linkMutex_);
 
     const PoolConfig config_;
     Registrar& registrar_;
