@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+// LlcPeer: the group's API driven from the input, one call at a time on the API lane.
+#include "tests/fuzz/llc_peer.h"
+
+namespace smc::fuzz
+{
+
+namespace
+{
+// Written against both shapes of the connection API: a Connection* or a
+// shared_ptr<Connection> handle, complete() with or without the peer RMB's size.
+template <typename H> auto closeVia(LinkGroup& g, H& conn)
+{
+    if constexpr (requires { g.closeConnection(*conn); })
+        return g.closeConnection(*conn);
+    else
+        return g.closeConnection(conn);
+}
+
+template <typename H>
+auto writeVia(LinkGroup& g, const H& conn, std::size_t offset, std::span<const std::byte> data)
+{
+    if constexpr (requires { g.write(*conn, offset, data); })
+        return g.write(*conn, offset, data);
+    else
+        return g.write(conn, offset, data);
+}
+
+template <typename Hs> auto completeVia(Hs& hs, RtokenTable::Rtoken peerRmb, std::size_t bytes)
+{
+    if constexpr (requires { hs.complete(peerRmb, bytes); })
+        return hs.complete(peerRmb, bytes);
+    else
+        return hs.complete(peerRmb);
+}
+
+template <typename R> std::error_code errorOf(const R& r)
+{
+    return r ? std::error_code() : r.error();
+}
+} // namespace
+
+// Buffer sizes: the classes, and the edges (0, 1, one past a class, too big).
+std::size_t LlcPeer::bufferBytes(std::uint8_t code)
+{
+    static constexpr std::size_t kSizes[16] = {16384,
+                                               16384,
+                                               32768,
+                                               65536,
+                                               1,
+                                               16385,
+                                               131072,
+                                               16384,
+                                               0,
+                                               262144,
+                                               16384,
+                                               1 << 20,
+                                               std::size_t{1} << 30,
+                                               32768,
+                                               16384,
+                                               65536};
+    return kSizes[code & 15];
+}
+
+// 0: any link; bit 7: the id in the low bits; else one of the group's links.
+std::optional<std::uint8_t> LlcPeer::apiLinkId(std::uint8_t arg)
+{
+    if (arg == 0)
+        return std::nullopt;
+    if (arg & 0x80)
+        return static_cast<std::uint8_t>(arg & 0x7f);
+    const std::vector<LinkInfo> links = group_->links();
+    if (links.empty())
+        return std::nullopt;
+    return links[(arg - 1u) % links.size()].linkId;
+}
+
+void LlcPeer::traceResult(const char* what, std::error_code ec)
+{
+    trace("api %s: %s", what, ec ? ec.message().c_str() : "ok");
+}
+
+void LlcPeer::post(const char* what, std::function<void()> call)
+{
+    trace("api %s posted", what);
+    if (!lane_.post(std::move(call)))
+        trace("api %s dropped: the lane is full", what);
+}
+
+void LlcPeer::apiStep(Op op)
+{
+    const bool useAfterClose = !(options_.avoid & kAvoidUseAfterClose);
+    switch (op) {
+    case Op::Open:
+    case Op::BeginHandshake: {
+        const std::uint8_t sizes = in_.u8(), linkArg = in_.u8();
+        const bool handshake = op == Op::BeginHandshake;
+        post(handshake ? "beginHandshake" : "openConnection", [this, sizes, linkArg, handshake] {
+            const std::size_t rmb = bufferBytes(sizes), snd = bufferBytes(sizes >> 4);
+            const std::optional<std::uint8_t> id = apiLinkId(linkArg);
+            if (handshake) {
+                auto r = group_->beginHandshake(rmb, snd, id);
+                traceResult("beginHandshake", errorOf(r));
+                if (r)
+                    handshakes_.push_back(std::move(*r));
+            } else {
+                auto r = group_->openConnection(rmb, snd, id);
+                traceResult("openConnection", errorOf(r));
+                if (r)
+                    conns_.push_back(*r);
+            }
+        });
+        break;
+    }
+    case Op::Complete: {
+        const std::uint8_t which = in_.u8(), rmbArg = in_.u8();
+        const std::uint32_t rkey = rmbArg & 0x80 ? in_.u32() : 0;
+        const std::uint8_t offset = rmbArg & 0x80 ? in_.u8() : 0;
+        post("complete", [this, which, rmbArg, rkey, offset] {
+            if (handshakes_.empty())
+                return;
+            const auto at = handshakes_.begin() + which % handshakes_.size();
+            LinkGroup::Handshake hs = std::move(*at);
+            handshakes_.erase(at);
+            auto conn = hs.connection();
+            const unsigned rmb = rmbArg % kPeerRmbs;
+            // What CLC would carry: the peer RMB's rtoken on the connection's link.
+            RtokenTable::Rtoken token{PeerRmbs::rkey(rmb, group_->linkId(conn->link())),
+                                      rmbs_.vaddr(rmb)};
+            if (rmbArg & 0x80)
+                token = {rkey, rmbs_.vaddr(rmb) + offset};
+            auto r = completeVia(hs, token, kPeerRmbBytes);
+            traceResult("complete", errorOf(r));
+            if (r) {
+                conns_.push_back(conn);
+                if (!(rmbArg & 0x80))
+                    shared_ |= 1u << rmb;
+            } else {
+                closed_.push_back(conn); // complete() closed it
+            }
+        });
+        break;
+    }
+    case Op::Abandon: {
+        const std::uint8_t which = in_.u8();
+        post("abandon", [this, which] {
+            if (handshakes_.empty())
+                return;
+            const auto at = handshakes_.begin() + which % handshakes_.size();
+            closed_.push_back(at->connection());
+            handshakes_.erase(at); // abandons it: its connection closes
+        });
+        break;
+    }
+    case Op::Close: {
+        const std::uint8_t which = in_.u8();
+        post("closeConnection", [this, which, useAfterClose] {
+            ConnHandle conn{};
+            if ((which & 0x40) && useAfterClose && !handshakes_.empty()) {
+                conn = handshakes_[which % handshakes_.size()].connection(); // still pending
+            } else if ((which & 0x80) && useAfterClose && !closed_.empty()) {
+                conn = closed_[which % closed_.size()]; // closed already
+            } else if (!conns_.empty()) {
+                const auto at = conns_.begin() + (which & 0x3f) % conns_.size();
+                conn = *at;
+                conns_.erase(at);
+            } else {
+                return;
+            }
+            traceResult("closeConnection", errorOf(closeVia(*group_, conn)));
+            closed_.push_back(conn);
+            if (closed_.size() > 8)
+                closed_.erase(closed_.begin());
+        });
+        break;
+    }
+    case Op::Write: {
+        const std::uint8_t which = in_.u8(), offset = in_.u8(), length = in_.u8();
+        post("write", [this, which, offset, length, useAfterClose] {
+            ConnHandle conn{};
+            if ((which & 0x80) && useAfterClose && !closed_.empty())
+                conn = closed_[which % closed_.size()];
+            else if (!conns_.empty())
+                conn = conns_[which % conns_.size()];
+            else
+                return;
+            const std::vector<std::byte> data(length + 1u, std::byte{which});
+            traceResult("write", errorOf(writeVia(*group_, conn, offset * 256u, data)));
+        });
+        break;
+    }
+    case Op::AddLinkApi:
+        post("addLink", [this] { traceResult("addLink", errorOf(group_->addLink())); });
+        break;
+    case Op::RequestAddLink:
+        post("requestAddLink",
+             [this] { traceResult("requestAddLink", errorOf(group_->requestAddLink())); });
+        break;
+    case Op::DeleteLinkApi: {
+        const unsigned slot = in_.u8() % (kMaxLinks + 1);
+        post("deleteLink",
+             [this, slot] { traceResult("deleteLink", errorOf(group_->deleteLink(slot))); });
+        break;
+    }
+    case Op::BreakLink: {
+        const unsigned slot = in_.u8() % (kMaxLinks + 1);
+        post("breakLink",
+             [this, slot] { traceResult("breakLink", errorOf(group_->breakLink(slot))); });
+        break;
+    }
+    case Op::Terminate: {
+        const bool orderly = in_.u8() & 0x01;
+        post("terminate", [this, orderly] {
+            group_->terminate("fuzz", llc::DeleteReason::ProgramTerminated, orderly);
+            traceResult("terminate", {});
+        });
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+} // namespace smc::fuzz
