@@ -352,9 +352,12 @@ void LlcPeer::finish()
     lane_.post([this] { handshakes_.clear(); });
     drainLane(kCallLimit);
     checkFlowFree();
+    finalChecks_ = true;
     settle(options_.quiet);
     checkInvariants();
     lane_.stop();
+    if (std::optional<std::string> v = registrations())
+        fail(*v);
     const auto t0 = Clock::now();
     group_.reset();
     const auto took = Clock::now() - t0;

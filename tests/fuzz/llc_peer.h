@@ -136,6 +136,7 @@ private:
     void checkLaneStuck();
     // llc_peer_invariants.cpp
     std::optional<std::string> violation();
+    std::optional<std::string> registrations();
     void checkInvariants();
     void checkFlowFree();
     [[noreturn]] void fail(const std::string& why);
@@ -168,7 +169,7 @@ private:
     static std::size_t bufferBytes(std::uint8_t code);
     std::optional<std::uint8_t> apiLinkId(std::uint8_t arg);
     void post(const char* what, std::function<void()> call);
-    void traceResult(const char* what, std::error_code ec);
+    void traceResult(const char* what, std::error_code ec, bool contract = true);
 
     // LinkProvider: the group's ends of new links.
     Result<NewLink> create(std::span<const Gid> avoid) override;
@@ -205,6 +206,7 @@ private:
     AddFlow addFlow_;
     std::uint8_t lastLinkId_ = 0;
     bool holding_ = false, repeating_ = false, quiet_ = false, traceMuted_ = false;
+    bool finalChecks_ = false; // the end: the flow token is free
     std::vector<Pending> held_, late_;
     Clock::time_point quietUntil_{};
     unsigned steps_ = 0;

@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
 // LlcPeer: the group's API driven from the input, one call at a time on the API lane.
+#include <string_view>
+
+#include "smc/core/conn_errors.h"
+#include "smc/llc/link_errors.h"
 #include "tests/fuzz/llc_peer.h"
 
 namespace smc::fuzz
@@ -38,6 +42,54 @@ template <typename R> std::error_code errorOf(const R& r)
 {
     return r ? std::error_code() : r.error();
 }
+
+bool isAny(std::error_code ec, std::initializer_list<std::error_code> codes)
+{
+    for (const std::error_code& c : codes)
+        if (ec == c)
+            return true;
+    return false;
+}
+
+// The errors link_group.h (and link_errors.h for the flows) promises per call.
+bool documented(const char* call, std::error_code ec)
+{
+    using std::errc;
+    const std::string_view c(call);
+    const auto e = [](auto code) { return std::error_code(make_error_code(code)); };
+    // A flow that waits for the peer: the generic codes (link_errors.h).
+    const bool flowGeneric =
+        isAny(ec, {e(errc::timed_out), e(errc::not_connected), e(errc::connection_refused),
+                   e(errc::protocol_error), e(errc::operation_in_progress)});
+    const bool opening = ec.category() == poolCategory() ||
+                         isAny(ec, {e(errc::no_buffer_space), e(errc::not_connected)});
+    if (!ec)
+        return true;
+    if (c == "openConnection")
+        return opening;
+    if (c == "beginHandshake")
+        return opening || ec == errc::timed_out;
+    if (c == "complete")
+        return isAny(ec, {e(ConnErrc::HandshakeDone), e(errc::no_buffer_space)}) || flowGeneric;
+    if (c == "closeConnection")
+        return isAny(ec,
+                     {e(ConnErrc::UnknownConnection), e(errc::not_connected), e(errc::timed_out)});
+    if (c == "write") // the in-process channel's: no writer, link down, bad rkey or range
+        return isAny(ec,
+                     {e(ConnErrc::OutOfRange), e(ConnErrc::PeerRmbUnknown), e(errc::not_connected),
+                      e(errc::operation_not_supported), e(errc::permission_denied)});
+    if (c == "addLink") // the provider's: no_such_device
+        return isAny(ec, {e(LinkErrc::WrongRole), e(LinkErrc::NoSuchLink), e(LinkErrc::NoLinkRoom),
+                          e(errc::no_such_device)}) ||
+               flowGeneric;
+    if (c == "requestAddLink")
+        return isAny(ec, {e(LinkErrc::WrongRole), e(LinkErrc::NoLinkRoom)}) || flowGeneric;
+    if (c == "deleteLink")
+        return isAny(ec, {e(LinkErrc::InvalidSlot), e(LinkErrc::NoSuchLink)}) || flowGeneric;
+    if (c == "breakLink")
+        return ec == LinkErrc::NoSuchLink;
+    return true;
+}
 } // namespace
 
 // Buffer sizes: the classes, and the edges (0, 1, one past a class, too big).
@@ -75,9 +127,14 @@ std::optional<std::uint8_t> LlcPeer::apiLinkId(std::uint8_t arg)
     return links[(arg - 1u) % links.size()].linkId;
 }
 
-void LlcPeer::traceResult(const char* what, std::error_code ec)
+// `contract`: the call was made as its header allows (not on a closed
+// connection), so its error must be one the header names.
+void LlcPeer::traceResult(const char* what, std::error_code ec, bool contract)
 {
     trace("api %s: %s", what, ec ? ec.message().c_str() : "ok");
+    if (contract && !documented(what, ec))
+        fail(std::string(what) + " returned an error its header does not name: " +
+             ec.category().name() + ":" + std::to_string(ec.value()) + " " + ec.message());
 }
 
 void LlcPeer::post(const char* what, std::function<void()> call)
@@ -156,18 +213,20 @@ void LlcPeer::apiStep(Op op)
         const std::uint8_t which = in_.u8();
         post("closeConnection", [this, which, useAfterClose] {
             ConnHandle conn{};
+            bool contract = false;
             if ((which & 0x40) && useAfterClose && !handshakes_.empty()) {
                 conn = handshakes_[which % handshakes_.size()].connection(); // still pending
             } else if ((which & 0x80) && useAfterClose && !closed_.empty()) {
                 conn = closed_[which % closed_.size()]; // closed already
             } else if (!conns_.empty()) {
+                contract = true;
                 const auto at = conns_.begin() + (which & 0x3f) % conns_.size();
                 conn = *at;
                 conns_.erase(at);
             } else {
                 return;
             }
-            traceResult("closeConnection", errorOf(closeVia(*group_, conn)));
+            traceResult("closeConnection", errorOf(closeVia(*group_, conn)), contract);
             closed_.push_back(conn);
             if (closed_.size() > 8)
                 closed_.erase(closed_.begin());
@@ -178,14 +237,15 @@ void LlcPeer::apiStep(Op op)
         const std::uint8_t which = in_.u8(), offset = in_.u8(), length = in_.u8();
         post("write", [this, which, offset, length, useAfterClose] {
             ConnHandle conn{};
-            if ((which & 0x80) && useAfterClose && !closed_.empty())
+            const bool closed = (which & 0x80) && useAfterClose && !closed_.empty();
+            if (closed)
                 conn = closed_[which % closed_.size()];
             else if (!conns_.empty())
                 conn = conns_[which % conns_.size()];
             else
                 return;
             const std::vector<std::byte> data(length + 1u, std::byte{which});
-            traceResult("write", errorOf(writeVia(*group_, conn, offset * 256u, data)));
+            traceResult("write", errorOf(writeVia(*group_, conn, offset * 256u, data)), !closed);
         });
         break;
     }

@@ -8,3 +8,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     smc::fuzz::runPeerInput({data, size}, options);
     return 0;
 }
+
+// Undefined behaviour is a finding like any other: stop at the first report, with its stack.
+extern "C" const char* __ubsan_default_options()
+{
+    return "halt_on_error=1:print_stacktrace=1";
+}

@@ -64,6 +64,18 @@ std::optional<std::string> LlcPeer::violation()
         if (!ids.insert(l.linkId).second)
             return "two ACTIVE links have link id " + std::to_string(l.linkId);
     }
+    // At the end, with the flow token free, every link that went down has
+    // failed over (or ended the group): none is left ACTIVE.
+    if (finalChecks_ && !group_->terminated()) {
+        for (const LinkInfo& l : links) {
+            const unsigned index = l.local.qpn - 100; // groupAddress()
+            if (l.state == LinkState::Active && index < linkCount() && link(index).tap->down)
+                return "slot " + std::to_string(l.slot) + " is ACTIVE, its link is down";
+        }
+    }
+    // Both sides keep the smaller max links: with one agreed, no second link comes up.
+    if (group_->maxLinks() == 1 && ids.size() > 1)
+        return std::to_string(ids.size()) + " ACTIVE links with max links 1";
     // clearLink empties a slot's rtoken column: nothing writes through a link that is gone.
     const RtokenTable& rt = group_->rtokens();
     for (unsigned s = 0; s < kMaxLinks; ++s)
@@ -76,6 +88,9 @@ std::optional<std::string> LlcPeer::violation()
         return std::nullopt;
     const bool ended = group_->terminated();
     const auto conns = group_->connections();
+    if (conns.size() > group_->maxConns())
+        return std::to_string(conns.size()) + " connections open, max conns is " +
+               std::to_string(group_->maxConns());
     if (ended && !conns.empty())
         return "the group ended with " + std::to_string(conns.size()) + " connections open";
     std::array<unsigned, kMaxLinks> on{};
@@ -86,6 +101,11 @@ std::optional<std::string> LlcPeer::violation()
             return "a connection rides slot " + std::to_string(s);
         if (!active[s])
             return "a connection rides slot " + std::to_string(s) + ", which is not ACTIVE";
+        // A link is ACTIVE only once every buffer is registered on it.
+        for (unsigned t = 0; t < kMaxLinks; ++t)
+            if (active[t] && !(c->rmb->isRegistered(t) && c->sndbuf->isRegistered(t)))
+                return "an open connection's buffers are not registered on ACTIVE slot " +
+                       std::to_string(t);
         ++on[s];
         rmbBytes += static_cast<std::int64_t>(c->rmb.size());
         sndBytes += static_cast<std::int64_t>(c->sndbuf.size());
@@ -109,6 +129,31 @@ std::optional<std::string> LlcPeer::violation()
         return "in-use bytes " + std::to_string(ps.rmb.inUseBytes) + "/" +
                std::to_string(ps.sndbuf.inUseBytes) + ", the open connections hold " +
                std::to_string(rmbBytes) + "/" + std::to_string(sndBytes);
+    return std::nullopt;
+}
+
+// At the end, with nothing running: every buffer the pool holds is
+// registered exactly on the slots that have a link, and the registrar holds
+// those registrations and no others.
+std::optional<std::string> LlcPeer::registrations()
+{
+    std::array<bool, kMaxLinks> used{};
+    for (const LinkInfo& l : group_->links())
+        used[l.slot] = true;
+    std::size_t expected = 0;
+    for (BufferKind kind : {BufferKind::Rmb, BufferKind::Sndbuf}) {
+        for (const BufferDesc* d : group_->pool().buffers(kind)) {
+            for (unsigned s = 0; s < kMaxLinks; ++s) {
+                if (d->isRegistered(s) != used[s])
+                    return std::string("a pooled ") + toString(kind) + " is " +
+                           (used[s] ? "not " : "") + "registered on slot " + std::to_string(s);
+                expected += used[s];
+            }
+        }
+    }
+    if (keys_.live() != expected)
+        return "the registrar holds " + std::to_string(keys_.live()) + " registrations, " +
+               std::to_string(expected) + " expected";
     return std::nullopt;
 }
 
