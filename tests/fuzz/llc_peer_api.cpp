@@ -70,13 +70,17 @@ bool documented(const char* call, std::error_code ec)
     if (c == "beginHandshake")
         return opening || ec == errc::timed_out;
     if (c == "complete")
-        return isAny(ec, {e(ConnErrc::HandshakeDone), e(errc::no_buffer_space)}) || flowGeneric;
+        return isAny(ec, {e(ConnErrc::HandshakeDone), e(errc::invalid_argument),
+                          e(errc::no_buffer_space)}) ||
+               flowGeneric;
     if (c == "closeConnection")
-        return isAny(ec,
-                     {e(ConnErrc::UnknownConnection), e(errc::not_connected), e(errc::timed_out)});
+        return isAny(ec, {e(ConnErrc::UnknownConnection), e(ConnErrc::Closed),
+                          e(errc::not_connected), e(errc::timed_out)});
     if (c == "write") // the in-process channel's: no writer, link down, bad rkey or range
         return isAny(ec,
-                     {e(ConnErrc::OutOfRange), e(ConnErrc::PeerRmbUnknown), e(errc::not_connected),
+                     {e(ConnErrc::UnknownConnection), e(ConnErrc::Closed), e(ConnErrc::SndbufRange),
+                      e(ConnErrc::PeerRmbUnknown), e(ConnErrc::PeerRmbRange),
+                      e(ConnErrc::PeerRmbGone), e(errc::not_connected),
                       e(errc::operation_not_supported), e(errc::permission_denied)});
     if (c == "addLink") // the provider's: no_such_device
         return isAny(ec, {e(LinkErrc::WrongRole), e(LinkErrc::NoSuchLink), e(LinkErrc::NoLinkRoom),
@@ -95,22 +99,10 @@ bool documented(const char* call, std::error_code ec)
 // Buffer sizes: the classes, and the edges (0, 1, one past a class, too big).
 std::size_t LlcPeer::bufferBytes(std::uint8_t code)
 {
-    static constexpr std::size_t kSizes[16] = {16384,
-                                               16384,
-                                               32768,
-                                               65536,
-                                               1,
-                                               16385,
-                                               131072,
-                                               16384,
-                                               0,
-                                               262144,
-                                               16384,
-                                               1 << 20,
-                                               std::size_t{1} << 30,
-                                               32768,
-                                               16384,
-                                               65536};
+    constexpr std::size_t kTooBig = std::size_t{1} << 30;
+    static constexpr std::size_t kSizes[16] = {16384,   16384, 32768, 65536,  1,     16385,
+                                               131072,  16384, 0,     262144, 16384, 1 << 20,
+                                               kTooBig, 32768, 16384, 65536};
     return kSizes[code & 15];
 }
 
@@ -146,7 +138,10 @@ void LlcPeer::post(const char* what, std::function<void()> call)
 
 void LlcPeer::apiStep(Op op)
 {
+    // A handle used after close: legal once handles are shared pointers
+    // (the call must then fail cleanly), a dangling pointer before.
     const bool useAfterClose = !(options_.avoid & kAvoidUseAfterClose);
+    constexpr bool kHandlesOutliveClose = !std::is_pointer_v<ConnHandle>;
     switch (op) {
     case Op::Open:
     case Op::BeginHandshake: {
@@ -213,7 +208,7 @@ void LlcPeer::apiStep(Op op)
         const std::uint8_t which = in_.u8();
         post("closeConnection", [this, which, useAfterClose] {
             ConnHandle conn{};
-            bool contract = false;
+            bool contract = kHandlesOutliveClose;
             if ((which & 0x40) && useAfterClose && !handshakes_.empty()) {
                 conn = handshakes_[which % handshakes_.size()].connection(); // still pending
             } else if ((which & 0x80) && useAfterClose && !closed_.empty()) {
@@ -245,7 +240,8 @@ void LlcPeer::apiStep(Op op)
             else
                 return;
             const std::vector<std::byte> data(length + 1u, std::byte{which});
-            traceResult("write", errorOf(writeVia(*group_, conn, offset * 256u, data)), !closed);
+            traceResult("write", errorOf(writeVia(*group_, conn, offset * 256u, data)),
+                        kHandlesOutliveClose || !closed);
         });
         break;
     }
