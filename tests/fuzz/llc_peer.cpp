@@ -246,7 +246,7 @@ unsigned LlcPeer::makeLinkLocked(std::span<const Gid> avoid, unsigned peerDevice
 Result<NewLink> LlcPeer::create(std::span<const Gid> avoid)
 {
     MutexLocker lock(modelMutex_);
-    if (links_.size() >= 32)
+    if (links_.size() >= 256) // a bound on one input's links, far above what flows need
         return std::make_error_code(std::errc::no_such_device);
     std::unique_ptr<LinkChannel> end;
     const unsigned index = makeLinkLocked(avoid, 0, end);
@@ -345,6 +345,7 @@ void LlcPeer::finish()
 {
     trace("-- quiet after %u steps", steps_);
     quiet_ = true;
+    quietSince_ = Clock::now();
     held_.clear();
     late_.clear();
     drainLane(kCallLimit);
@@ -352,6 +353,18 @@ void LlcPeer::finish()
     lane_.post([this] { handshakes_.clear(); });
     drainLane(kCallLimit);
     checkFlowFree();
+    // The token came free, but queued requests may keep flows going: the
+    // group must fall silent (TEST_LINK aside) within the same bound.
+    const LlcTimeouts& t = config_.timeouts;
+    const auto limit = t.flowStart + t.firstLink + 4 * t.wait + 1s;
+    while (Clock::now() - lastGroupRequest_ < t.firstLink + 5ms) {
+        if (Clock::now() - quietSince_ > limit)
+            fail("the group still runs flows " +
+                 std::to_string(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()) +
+                 " ms after the peer went quiet");
+        settle(options_.quiet);
+    }
     finalChecks_ = true;
     settle(options_.quiet);
     checkInvariants();
@@ -488,8 +501,13 @@ bool LlcPeer::processInbox()
         Result<llc::Message> m = llc::decode(*item.bytes);
         if (!m)
             fail("the group sent a message that does not decode: " + m.error().message());
-        if (quiet_)
+        if (m->type() != llc::Type::TestLink)
+            lastGroupRequest_ = Clock::now();
+        if (quiet_) {
+            trace("group -> link %u: %s%s (the peer is quiet)", item.link, llc::toString(m->type()),
+                  m->response ? " response" : "");
             continue;
+        }
         onGroupMessage(item.link, *m);
     }
 }

@@ -209,6 +209,8 @@ private:
     bool finalChecks_ = false; // the end: the flow token is free
     std::vector<Pending> held_, late_;
     Clock::time_point quietUntil_{};
+    Clock::time_point quietSince_{};       // the peer went quiet
+    Clock::time_point lastGroupRequest_{}; // the group's last message but TEST_LINK
     unsigned steps_ = 0;
     std::atomic<unsigned> shared_{0}; // bit i: the group knows peer RMB i
     std::atomic<int> terminations_{0};
