@@ -355,13 +355,9 @@ void LlcPeer::finish()
     checkFlowFree();
     // The token came free, but queued requests may keep flows going: the
     // group must fall silent (TEST_LINK aside) within the same bound.
-    const LlcTimeouts& t = config_.timeouts;
-    const auto limit = t.flowStart + t.firstLink + 4 * t.wait + 1s;
-    while (Clock::now() - lastGroupRequest_ < t.firstLink + 5ms) {
-        if (Clock::now() - quietSince_ > limit)
-            fail("the group still runs flows " +
-                 std::to_string(
-                     std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()) +
+    while (Clock::now() - lastGroupRequest_ < config_.timeouts.firstLink + 5ms) {
+        if (Clock::now() - quietSince_ > quietLimit())
+            fail("the group still runs flows " + std::to_string(quietLimit().count()) +
                  " ms after the peer went quiet");
         settle(options_.quiet);
     }

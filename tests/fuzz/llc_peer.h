@@ -139,6 +139,7 @@ private:
     std::optional<std::string> registrations();
     void checkInvariants();
     void checkFlowFree();
+    std::chrono::milliseconds quietLimit() const;
     [[noreturn]] void fail(const std::string& why);
     void trace(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

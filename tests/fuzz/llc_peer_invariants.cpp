@@ -173,14 +173,23 @@ void LlcPeer::checkInvariants()
     fail(*v);
 }
 
-// The peer is quiet and no API call runs: whatever flow still runs gives up
-// within its own waits, so the flow token must come free within flowStart
-// plus the longest flow, a call that needs it must get it. deleteLink of a
-// slot without an ACTIVE link takes the token and gives it back at once.
-void LlcPeer::checkFlowFree()
+// How long after the peer went quiet the group may still run flows. With
+// nobody answering, each flow ends at its first wait (firstLink at most);
+// one may run, one be parked and each link's down be failed over (a
+// DELETE_LINK wait), behind the flowStart of a call that waited for the
+// token; the rest is room for a loaded machine. Requests queued beyond
+// those (Linux parks one and drops the rest) run past it.
+std::chrono::milliseconds LlcPeer::quietLimit() const
 {
     const LlcTimeouts& t = config_.timeouts;
-    const auto until = Clock::now() + t.flowStart + t.firstLink + 4 * t.wait + 1s;
+    return t.flowStart + 2 * t.firstLink + kMaxLinks * t.wait + 400ms;
+}
+
+// The peer is quiet and no API call runs: the flow token must come free
+// within quietLimit(), so a call that needs it gets it. deleteLink of a slot
+// without an ACTIVE link takes the token and gives it back at once.
+void LlcPeer::checkFlowFree()
+{
     for (;;) {
         if (group_->terminated())
             return;
@@ -202,9 +211,8 @@ void LlcPeer::checkFlowFree()
         } // the handshake is abandoned here (its DELETE_RKEY times out: the peer is quiet)
         if (ec != std::errc::timed_out)
             return;
-        if (Clock::now() > until)
-            fail("the flow token is still taken " +
-                 std::to_string((t.flowStart + t.firstLink + 4 * t.wait + 1s).count()) +
+        if (Clock::now() - quietSince_ > quietLimit())
+            fail("the flow token is still taken " + std::to_string(quietLimit().count()) +
                  " ms after the peer went quiet");
         settle(options_.quiet);
     }
