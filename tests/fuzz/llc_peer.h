@@ -2,6 +2,7 @@
 // LlcPeer: plays the LLC peer of one live LinkGroup (client or server) from a fuzz input.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -171,6 +172,7 @@ private:
     std::optional<std::uint8_t> apiLinkId(std::uint8_t arg);
     void post(const char* what, std::function<void()> call);
     void traceResult(const char* what, std::error_code ec, bool contract = true);
+    void checkWriteTarget(const Connection* conn, std::error_code ec);
 
     // LinkProvider: the group's ends of new links.
     Result<NewLink> create(std::span<const Gid> avoid) override;
@@ -214,11 +216,17 @@ private:
     Clock::time_point lastGroupRequest_{}; // the group's last message but TEST_LINK
     unsigned steps_ = 0;
     std::atomic<unsigned> shared_{0}; // bit i: the group knows peer RMB i
+    // What makes a write's target unpredictable: the peer deleted RMB i (bit
+    // i), or sent rkeys that may name another RMB's row (fuzzed, mutated, raw).
+    std::atomic<unsigned> deletedRmbs_{0};
+    std::atomic<bool> peerLied_{false};
     std::atomic<int> terminations_{0};
 
     // The API lane's (and the end's, once the lane is drained).
     std::vector<ConnHandle> conns_, closed_;
     std::vector<LinkGroup::Handshake> handshakes_;
+    std::map<const Connection*, unsigned> peerRmbOf_; // completed with a proper rtoken
+    std::array<unsigned, kPeerRmbs> rmbUses_{};       // handshakes given each peer RMB
 
     std::unique_ptr<LinkGroup> group_;
     ApiLane lane_; // goes first: its calls use the group

@@ -59,6 +59,7 @@ Answer LlcPeer::answer(unsigned index, const Message& proper, const Message& neg
         }
         break;
     case Answer::Mutate: {
+        peerLied_ = true;
         std::vector<std::byte> bytes = llc::encode(action ? negative : proper);
         const std::size_t pos = in_.tail() % bytes.size();
         bytes[pos] ^= std::byte{static_cast<std::uint8_t>(in_.tail() | 1)};

@@ -96,6 +96,23 @@ bool documented(const char* call, std::error_code ec)
 }
 } // namespace
 
+// A connection completed with peer RMB i writes into RMB i or nowhere, and
+// keeps it until the peer deletes it: unless the peer sent rkeys that may
+// name another RMB's row, or gave RMB i to two handshakes (a failed one then
+// takes the row with it, as Linux's peer would never make it).
+void LlcPeer::checkWriteTarget(const Connection* conn, std::error_code ec)
+{
+    const auto it = peerRmbOf_.find(conn);
+    if (it == peerRmbOf_.end() || peerLied_)
+        return;
+    const unsigned rmb = it->second;
+    if (!ec && rmbs_.lastLanded >= 0 && static_cast<unsigned>(rmbs_.lastLanded) != rmb)
+        fail("a write for peer RMB " + std::to_string(rmb) + " landed in peer RMB " +
+             std::to_string(rmbs_.lastLanded));
+    if (ec == ConnErrc::PeerRmbGone && !(deletedRmbs_ & (1u << rmb)) && rmbUses_[rmb] == 1)
+        fail("write says peer RMB " + std::to_string(rmb) + " is gone; the peer never deleted it");
+}
+
 // Buffer sizes: the classes, and the edges (0, 1, one past a class, too big).
 std::size_t LlcPeer::bufferBytes(std::uint8_t code)
 {
@@ -183,10 +200,14 @@ void LlcPeer::apiStep(Op op)
                 token = {rkey, rmbs_.vaddr(rmb) + offset};
             auto r = completeVia(hs, token, kPeerRmbBytes);
             traceResult("complete", errorOf(r));
+            if (!(rmbArg & 0x80))
+                ++rmbUses_[rmb];
             if (r) {
                 conns_.push_back(conn);
-                if (!(rmbArg & 0x80))
+                if (!(rmbArg & 0x80)) {
                     shared_ |= 1u << rmb;
+                    peerRmbOf_[&*conn] = rmb;
+                }
             } else {
                 closed_.push_back(conn); // complete() closed it
             }
@@ -222,6 +243,7 @@ void LlcPeer::apiStep(Op op)
                 return;
             }
             traceResult("closeConnection", errorOf(closeVia(*group_, conn)), contract);
+            peerRmbOf_.erase(&*conn);
             closed_.push_back(conn);
             if (closed_.size() > 8)
                 closed_.erase(closed_.begin());
@@ -240,8 +262,10 @@ void LlcPeer::apiStep(Op op)
             else
                 return;
             const std::vector<std::byte> data(length + 1u, std::byte{which});
-            traceResult("write", errorOf(writeVia(*group_, conn, offset * 256u, data)),
-                        kHandlesOutliveClose || !closed);
+            rmbs_.lastLanded = -1;
+            auto r = writeVia(*group_, conn, offset * 256u, data);
+            traceResult("write", errorOf(r), kHandlesOutliveClose || !closed);
+            checkWriteTarget(&*conn, errorOf(r));
         });
         break;
     }

@@ -218,6 +218,8 @@ void LlcPeer::peerStep(Op op)
         return; // no link left to send on
     const unsigned via = *at;
     PeerLink& l = link(via);
+    if (op == Op::Raw || op == Op::Mutate)
+        peerLied_ = true; // anything goes, rkeys of another RMB's row too
     switch (op) {
     case Op::TestLink: {
         const std::uint8_t f = in_.u8();
@@ -229,8 +231,10 @@ void LlcPeer::peerStep(Op op)
         const std::uint8_t f = in_.u8();
         llc::ConfirmRkey c{
             bool(f & 0x01), bool(f & 0x02), PeerRmbs::rkey(rmb, l.linkId), rmbs_.vaddr(rmb), {}};
-        if (f & 0x40)
+        if (f & 0x40) {
             c.rkey = in_.u32();
+            peerLied_ = true; // it may find another RMB's row
+        }
         const unsigned want = (f >> 4) & 3;
         std::vector<std::uint8_t> others;
         for (std::uint8_t id : liveLinkIds())
@@ -258,9 +262,12 @@ void LlcPeer::peerStep(Op op)
         for (std::size_t i = 0; i < n; ++i)
             d.rkeys.push_back(f & 0x08 ? 0x0bad0000u + static_cast<std::uint32_t>(i)
                                        : PeerRmbs::rkey(static_cast<unsigned>(rmb + i), l.linkId));
-        if (!(f & 0x02) && !(f & 0x08))
-            for (std::size_t i = 0; i < n; ++i)
+        if (!(f & 0x02) && !(f & 0x08)) {
+            for (std::size_t i = 0; i < n; ++i) {
                 shared_ &= ~(1u << ((rmb + i) % kPeerRmbs));
+                deletedRmbs_ |= 1u << ((rmb + i) % kPeerRmbs);
+            }
+        }
         send(via, {static_cast<std::uint8_t>(v2 ? 2 : 1), bool(f & 0x02), d});
         break;
     }
@@ -341,7 +348,9 @@ void LlcPeer::peerStep(Op op)
         const auto kind = static_cast<Kind>(in_.u8() % static_cast<unsigned>(Kind::Count));
         const std::vector<std::byte> bytes = llc::encode(canonical(kind, via));
         trace("flood: %u x %s", count, llc::toString(canonical(kind, via).type()));
-        traceMuted_ = true; // one line, not hundreds
+        if (kind == Kind::DeleteRkey)
+            deletedRmbs_ |= 1u; // canonical(): peer RMB 0
+        traceMuted_ = true;     // one line, not hundreds
         for (unsigned i = 0; i < count; ++i)
             sendBytes(via, bytes);
         traceMuted_ = false;

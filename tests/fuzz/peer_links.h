@@ -101,8 +101,10 @@ public:
         if (addr < base || addr - base > kPeerRmbBytes || n > kPeerRmbBytes - (addr - base))
             return false;
         std::memcpy(mem_[rmb].data() + (addr - base), src, n);
+        lastLanded = static_cast<int>(rmb);
         return true;
     }
+    int lastLanded = -1; // the RMB the last write landed in (the API thread's)
 
 private:
     std::array<std::array<std::byte, kPeerRmbBytes>, kPeerRmbs> mem_{};
