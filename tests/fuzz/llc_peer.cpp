@@ -33,6 +33,9 @@ constexpr auto kCallLimit = 3000ms;
 constexpr auto kSettleCap = 250ms;
 // Settling waits this long for a running API call (see settle()).
 constexpr auto kLaneGrace = 80ms;
+// ... and this long for the group to react to what the peer sent, when the
+// group handles it on another thread (a flow woken, an event queued).
+constexpr auto kReactionCap = 20ms;
 } // namespace
 
 PeerOptions PeerOptions::fromEnvironment()
@@ -343,7 +346,7 @@ void LlcPeer::flush(std::vector<Pending>& pending)
 // flow is stuck, and the group goes cleanly.
 void LlcPeer::finish()
 {
-    trace("-- quiet after %u steps", steps_);
+    trace("-- quiet after %u steps", steps_.load());
     quiet_ = true;
     quietSince_ = Clock::now();
     held_.clear();
@@ -445,6 +448,27 @@ std::uint64_t LlcPeer::fingerprint()
     return f;
 }
 
+// What changes when the group did something about a message: it sent one,
+// dropped or parked one, a link changed state, it ended, an API call moved.
+std::uint64_t LlcPeer::reactionMark()
+{
+    const LinkGroupStats st = group_->stats();
+    std::uint64_t f = st.messagesOut * 1000003u + st.dropped * 10007u + st.delayed * 101u +
+                      st.failovers + (group_->terminated() ? 7 : 0) + lane_.progress() * 65537u;
+    for (const LinkInfo& l : group_->links())
+        f = f * 31 + l.slot * 4 + static_cast<unsigned>(l.state) + 1;
+    return f;
+}
+
+void LlcPeer::expectReaction()
+{
+    if (expectReaction_ || !group_)
+        return; // the first message's baseline stands
+    expectReaction_ = true;
+    mark_ = reactionMark();
+    reactionSince_ = Clock::now();
+}
+
 // Answers what the group sent until the group stays quiet for `quiet` with
 // everything handled (and past any timeout the peer provoked).
 void LlcPeer::settle(std::chrono::microseconds quiet)
@@ -466,7 +490,12 @@ void LlcPeer::settle(std::chrono::microseconds quiet)
         // flowStart + wait, when it will time out: so calls and steps
         // interleave the same way on every run.
         const bool laneSettled = lane_.idle() || !late_.empty() || lane_.running() > kLaneGrace;
-        if (now - last >= quiet && now >= quietUntil_ && laneSettled && drained())
+        if (expectReaction_ && (reactionMark() != mark_ || now - reactionSince_ > kReactionCap))
+            expectReaction_ = false;
+        // An ending group has told its handler (all buffers back) before it counts as settled.
+        const bool endSettled = !group_ || !group_->terminated() || terminations_ > 0;
+        if (now - last >= quiet && now >= quietUntil_ && laneSettled && !expectReaction_ &&
+            endSettled && drained())
             return;
         if (now - start > kSettleCap && now >= quietUntil_)
             return;

@@ -134,6 +134,8 @@ private:
     bool processInbox();
     void drainLane(std::chrono::milliseconds limit);
     void expectTimeout(std::chrono::milliseconds groupWait);
+    void expectReaction();
+    std::uint64_t reactionMark();
     void checkLaneStuck();
     // llc_peer_invariants.cpp
     std::optional<std::string> violation();
@@ -212,10 +214,13 @@ private:
     bool finalChecks_ = false; // the end: the flow token is free
     std::vector<Pending> held_, late_;
     Clock::time_point quietUntil_{};
+    bool expectReaction_ = false; // the group owes a reaction to a message...
+    std::uint64_t mark_ = 0;      // ... since reactionMark() said this
+    Clock::time_point reactionSince_{};
     Clock::time_point quietSince_{};       // the peer went quiet
     Clock::time_point lastGroupRequest_{}; // the group's last message but TEST_LINK
-    unsigned steps_ = 0;
-    std::atomic<unsigned> shared_{0}; // bit i: the group knows peer RMB i
+    std::atomic<unsigned> steps_{0};       // read by the API thread's traces
+    std::atomic<unsigned> shared_{0};      // bit i: the group knows peer RMB i
     // What makes a write's target unpredictable: the peer deleted RMB i (bit
     // i), or sent rkeys that may name another RMB's row (fuzzed, mutated, raw).
     std::atomic<unsigned> deletedRmbs_{0};

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // LlcPeer's invariants: what the group guarantees whatever its peer sends, checked after each step.
+#include <algorithm>
 #include <array>
 #include <cstdarg>
 #include <cstdio>
@@ -23,7 +24,7 @@ constexpr auto kPersist = 150ms;
 
 void LlcPeer::fail(const std::string& why)
 {
-    std::fprintf(stderr, "llc-peer-fuzz: INVARIANT VIOLATED after step %u: %s\n", steps_,
+    std::fprintf(stderr, "llc-peer-fuzz: INVARIANT VIOLATED after step %u: %s\n", steps_.load(),
                  why.c_str());
     std::fflush(stderr);
     __builtin_trap();
@@ -33,14 +34,18 @@ void LlcPeer::trace(const char* fmt, ...)
 {
     if (!options_.trace || traceMuted_)
         return;
-    const auto ms =
+    const auto us =
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - born_).count();
-    std::fprintf(stderr, "[%7.2f ms #%u] ", static_cast<double>(ms) / 1000.0, steps_);
+    char line[512];
+    int n = std::snprintf(line, sizeof line, "[%7.2f ms #%u] ", static_cast<double>(us) / 1000.0,
+                          steps_.load());
     va_list args;
     va_start(args, fmt);
-    std::vfprintf(stderr, fmt, args);
+    n += std::vsnprintf(line + n, sizeof line - static_cast<std::size_t>(n) - 1, fmt, args);
     va_end(args);
-    std::fputc('\n', stderr);
+    n = std::min<int>(n, sizeof line - 2);
+    line[n] = '\n';
+    std::fwrite(line, 1, static_cast<std::size_t>(n) + 1, stderr); // one write: threads trace too
 }
 
 // What holds whenever the group is at rest. Connections and buffers are

@@ -100,11 +100,19 @@ void LlcPeer::sendBytes(unsigned index, std::vector<std::byte> bytes)
 void LlcPeer::transmit(unsigned index, const std::vector<std::byte>& bytes)
 {
     PeerLink& l = link(index);
+    // The group answers TEST_LINK and the RKEY requests in the delivery
+    // itself; anything else may wake a flow or queue an event, whose effect
+    // comes later, on another thread: settling waits for it.
+    const Result<Message> m = llc::decode(bytes);
+    const llc::Type type = m ? m->type() : llc::Type::TestLink;
+    if (!m || m->response ||
+        (type != llc::Type::TestLink && type != llc::Type::ConfirmRkey &&
+         type != llc::Type::DeleteRkey))
+        expectReaction();
     const bool ok = bool(l.end->send(bytes));
     if (ok)
         ++l.sent;
     if (options_.trace && !traceMuted_) {
-        const Result<Message> m = llc::decode(bytes);
         trace("peer -> link %u: %s%s %zu bytes%s", index,
               m ? llc::toString(m->type()) : "malformed", m && m->response ? " response" : "",
               bytes.size(), ok ? "" : " (not sent: link down)");
