@@ -54,3 +54,9 @@ int main(int argc, char** argv)
     std::printf("%u inputs replayed, every invariant held\n", n);
     return 0;
 }
+
+// Undefined behaviour fails a replay as it fails the fuzzer (UBSan builds only).
+extern "C" const char* __ubsan_default_options()
+{
+    return "halt_on_error=1:print_stacktrace=1";
+}
