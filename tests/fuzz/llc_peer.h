@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -231,7 +232,12 @@ private:
     std::vector<ConnHandle> conns_, closed_;
     std::vector<LinkGroup::Handshake> handshakes_;
     std::map<const Connection*, unsigned> peerRmbOf_; // completed with a proper rtoken
-    std::array<unsigned, kPeerRmbs> rmbUses_{};       // handshakes given each peer RMB
+    std::set<const Connection*> completed_;           // handshakes that completed
+    // The group's RMB rkeys the peer was told, per link id (CLC, CONFIRM_RKEY,
+    // ADD_LINK_CONT): the API thread and the fuzzer's both add to it.
+    Mutex learntMutex_;
+    std::map<std::uint8_t, std::set<std::uint32_t>> learnt_ SMC_GUARDED_BY(learntMutex_);
+    std::array<unsigned, kPeerRmbs> rmbUses_{}; // handshakes given each peer RMB
 
     std::unique_ptr<LinkGroup> group_;
     ApiLane lane_; // goes first: its calls use the group

@@ -21,6 +21,17 @@ const char* toString(Answer a)
 void LlcPeer::onGroupMessage(unsigned index, const Message& m)
 {
     trace("group -> link %u: %s%s", index, llc::toString(m.type()), m.response ? " response" : "");
+    // What the group tells of its own RMBs, per link id (see violation()).
+    if (const auto* c = std::get_if<llc::ConfirmRkey>(&m.body); c && !m.response) {
+        MutexLocker lock(learntMutex_);
+        learnt_[link(index).linkId].insert(c->rkey);
+        for (const llc::RtokenEntry& e : c->others)
+            learnt_[e.linkId].insert(e.rkey);
+    } else if (const auto* a = std::get_if<llc::AddLinkCont>(&m.body)) {
+        MutexLocker lock(learntMutex_);
+        for (const llc::RkeyPair& p : a->rkeys)
+            learnt_[a->linkId].insert(p.newRkey);
+    }
     if (m.response)
         onResponse(index, m);
     else

@@ -198,8 +198,16 @@ void LlcPeer::apiStep(Op op)
                                       rmbs_.vaddr(rmb)};
             if (rmbArg & 0x80)
                 token = {rkey, rmbs_.vaddr(rmb) + offset};
+            // What CLC would carry the other way: our RMB on the connection's link.
+            const RtokenTable::Rtoken ours = hs.rtoken();
+            const std::uint8_t ourLink = group_->linkId(conn->link());
             auto r = completeVia(hs, token, kPeerRmbBytes);
             traceResult("complete", errorOf(r));
+            if (r) {
+                MutexLocker lock(learntMutex_);
+                learnt_[ourLink].insert(ours.rkey);
+                completed_.insert(&*conn);
+            }
             if (!(rmbArg & 0x80))
                 ++rmbUses_[rmb];
             if (r) {
@@ -244,6 +252,7 @@ void LlcPeer::apiStep(Op op)
             }
             traceResult("closeConnection", errorOf(closeVia(*group_, conn)), contract);
             peerRmbOf_.erase(&*conn);
+            completed_.erase(&*conn); // its address may come back as another connection's
             closed_.push_back(conn);
             if (closed_.size() > 8)
                 closed_.erase(closed_.begin());

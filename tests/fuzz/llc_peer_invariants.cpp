@@ -119,6 +119,24 @@ std::optional<std::string> LlcPeer::violation()
         if (l.connections != on[l.slot])
             return "slot " + std::to_string(l.slot) + " counts " + std::to_string(l.connections) +
                    " connections, " + std::to_string(on[l.slot]) + " ride it";
+    // The peer can write to every completed connection's RMB on every ACTIVE
+    // link: it was told the RMB's rkey there (CLC for the handshake's link,
+    // CONFIRM_RKEY for the others, ADD_LINK_CONT for links added later).
+    if (!peerLied_) {
+        MutexLocker lock(learntMutex_);
+        for (const auto& c : conns) {
+            if (!completed_.count(&*c))
+                continue;
+            for (const LinkInfo& l : links) {
+                const auto told = learnt_.find(l.linkId);
+                if (l.state == LinkState::Active &&
+                    (told == learnt_.end() ||
+                     !told->second.count(c->rmb->registration(l.slot).rkey)))
+                    return "the peer was never told a connection's RMB on link id " +
+                           std::to_string(l.linkId) + " (slot " + std::to_string(l.slot) + ")";
+            }
+        }
+    }
     // Every buffer is owned once: each open connection leases one RMB and one
     // sndbuf, nothing else leases any (a closed or ended one gave both back).
     const PoolStats ps = group_->pool().stats();
