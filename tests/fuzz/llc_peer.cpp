@@ -165,7 +165,10 @@ LlcPeer::LlcPeer(std::span<const std::uint8_t> input, const PeerOptions& options
 LlcPeer::~LlcPeer()
 {
     lane_.stop();
-    handshakes_.clear(); // they close their connections through the group
+    {
+        MutexLocker lock(apiMutex_);
+        handshakes_.clear(); // they close their connections through the group
+    }
     group_.reset();
 }
 
@@ -325,7 +328,7 @@ void LlcPeer::step()
     if (op < Op::Open)
         peerStep(op);
     else
-        apiStep(op);
+        apiStep(op, opcode);
     const bool held = holding_;
     holding_ = repeating_ = false;
     if (!held)
@@ -353,7 +356,13 @@ void LlcPeer::finish()
     late_.clear();
     drainLane(kCallLimit);
     // Pending handshakes hold the flow token by design: give them up.
-    lane_.post([this] { handshakes_.clear(); });
+    lane_.post([this] {
+        std::vector<LinkGroup::Handshake> pending;
+        {
+            MutexLocker lock(apiMutex_);
+            pending = std::move(handshakes_);
+        }
+    }); // each abandoned as `pending` goes
     drainLane(kCallLimit);
     checkFlowFree();
     // The token came free, but queued requests may keep flows going: the
@@ -377,8 +386,11 @@ void LlcPeer::finish()
         fail("destroying the group took " +
              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
              " ms");
-    conns_.clear();
-    closed_.clear();
+    {
+        MutexLocker lock(apiMutex_);
+        conns_.clear();
+        closed_.clear();
+    }
     if (keys_.live() != 0)
         fail(std::to_string(keys_.live()) + " buffer registrations outlive the group");
 }

@@ -2,6 +2,7 @@
 // LlcPeer: plays the LLC peer of one live LinkGroup (client or server) from a fuzz input.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -82,6 +83,31 @@ private:
     Clock::time_point since_ SMC_GUARDED_BY(mutex_){};
     std::uint64_t progress_ SMC_GUARDED_BY(mutex_) = 0;
     std::thread thread_;
+};
+
+// Two lanes: calls on the second run beside those on the first.
+class ApiLanes
+{
+public:
+    bool post(unsigned lane, std::function<void()> call)
+    {
+        return lanes_[lane % lanes_.size()].post(std::move(call));
+    }
+    bool post(std::function<void()> call) { return post(0, std::move(call)); }
+    bool idle() const { return lanes_[0].idle() && lanes_[1].idle(); }
+    std::uint64_t progress() const { return lanes_[0].progress() + lanes_[1].progress(); }
+    std::chrono::milliseconds running() const
+    {
+        return std::max(lanes_[0].running(), lanes_[1].running());
+    }
+    void stop()
+    {
+        for (ApiLane& l : lanes_)
+            l.stop();
+    }
+
+private:
+    std::array<ApiLane, 2> lanes_;
 };
 
 class LlcPeer final : private LinkProvider
@@ -170,10 +196,10 @@ private:
     Answer answer(unsigned link, const llc::Message& proper, const llc::Message& negative,
                   std::chrono::milliseconds groupWait, const std::function<void()>& action = {});
     // llc_peer_api.cpp: the group's API, on the lane.
-    void apiStep(Op op);
+    void apiStep(Op op, std::uint8_t opcode);
     static std::size_t bufferBytes(std::uint8_t code);
     std::optional<std::uint8_t> apiLinkId(std::uint8_t arg);
-    void post(const char* what, std::function<void()> call);
+    void post(unsigned lane, const char* what, std::function<void()> call);
     void traceResult(const char* what, std::error_code ec, bool contract = true);
     void checkWriteTarget(const Connection* conn, std::error_code ec);
 
@@ -228,19 +254,23 @@ private:
     std::atomic<bool> peerLied_{false};
     std::atomic<int> terminations_{0};
 
-    // The API lane's (and the end's, once the lane is drained).
-    std::vector<ConnHandle> conns_, closed_;
-    std::vector<LinkGroup::Handshake> handshakes_;
-    std::map<const Connection*, unsigned> peerRmbOf_; // completed with a proper rtoken
-    std::set<const Connection*> completed_;           // handshakes that completed
     // The group's RMB rkeys the peer was told, per link id (CLC, CONFIRM_RKEY,
-    // ADD_LINK_CONT): the API thread and the fuzzer's both add to it.
+    // ADD_LINK_CONT): the API threads and the fuzzer's add to it.
     Mutex learntMutex_;
     std::map<std::uint8_t, std::set<std::uint32_t>> learnt_ SMC_GUARDED_BY(learntMutex_);
-    std::array<unsigned, kPeerRmbs> rmbUses_{}; // handshakes given each peer RMB
+
+    // The API lanes' (and the end's, once they are drained).
+    Mutex apiMutex_;
+    std::vector<ConnHandle> conns_ SMC_GUARDED_BY(apiMutex_);
+    std::vector<ConnHandle> closed_ SMC_GUARDED_BY(apiMutex_);
+    std::vector<LinkGroup::Handshake> handshakes_ SMC_GUARDED_BY(apiMutex_);
+    // Completed with a proper rtoken: which peer RMB; and every completed one.
+    std::map<const Connection*, unsigned> peerRmbOf_ SMC_GUARDED_BY(apiMutex_);
+    std::set<const Connection*> completed_ SMC_GUARDED_BY(apiMutex_);
+    std::array<unsigned, kPeerRmbs> rmbUses_ SMC_GUARDED_BY(apiMutex_){}; // handshakes per RMB
 
     std::unique_ptr<LinkGroup> group_;
-    ApiLane lane_; // goes first: its calls use the group
+    ApiLanes lane_; // goes first: its calls use the group
 };
 
 } // namespace smc::fuzz

@@ -102,14 +102,20 @@ bool documented(const char* call, std::error_code ec)
 // takes the row with it, as Linux's peer would never make it).
 void LlcPeer::checkWriteTarget(const Connection* conn, std::error_code ec)
 {
-    const auto it = peerRmbOf_.find(conn);
-    if (it == peerRmbOf_.end() || peerLied_)
-        return;
-    const unsigned rmb = it->second;
-    if (!ec && rmbs_.lastLanded >= 0 && static_cast<unsigned>(rmbs_.lastLanded) != rmb)
+    unsigned rmb, uses;
+    {
+        MutexLocker lock(apiMutex_);
+        const auto it = peerRmbOf_.find(conn);
+        if (it == peerRmbOf_.end() || peerLied_)
+            return;
+        rmb = it->second;
+        uses = rmbUses_[rmb];
+    }
+    const int landed = PeerRmbs::lastLanded;
+    if (!ec && landed >= 0 && static_cast<unsigned>(landed) != rmb)
         fail("a write for peer RMB " + std::to_string(rmb) + " landed in peer RMB " +
-             std::to_string(rmbs_.lastLanded));
-    if (ec == ConnErrc::PeerRmbGone && !(deletedRmbs_ & (1u << rmb)) && rmbUses_[rmb] == 1)
+             std::to_string(landed));
+    if (ec == ConnErrc::PeerRmbGone && !(deletedRmbs_ & (1u << rmb)) && uses == 1)
         fail("write says peer RMB " + std::to_string(rmb) + " is gone; the peer never deleted it");
 }
 
@@ -146,72 +152,85 @@ void LlcPeer::traceResult(const char* what, std::error_code ec, bool contract)
              ec.category().name() + ":" + std::to_string(ec.value()) + " " + ec.message());
 }
 
-void LlcPeer::post(const char* what, std::function<void()> call)
+void LlcPeer::post(unsigned lane, const char* what, std::function<void()> call)
 {
-    trace("api %s posted", what);
-    if (!lane_.post(std::move(call)))
+    trace("api %s posted (lane %u)", what, lane);
+    if (!lane_.post(lane, std::move(call)))
         trace("api %s dropped: the lane is full", what);
 }
 
-void LlcPeer::apiStep(Op op)
+// The lists below are the API threads' (two lanes): each call takes what it
+// needs under apiMutex_ and calls the group without it.
+void LlcPeer::apiStep(Op op, std::uint8_t opcode)
 {
     // A handle used after close: legal once handles are shared pointers
-    // (the call must then fail cleanly), a dangling pointer before.
+    // (the call must then fail cleanly), a dangling pointer before. Calls on
+    // a second lane run beside the first (closes beside writes): only with
+    // handles that outlive close.
     const bool useAfterClose = !(options_.avoid & kAvoidUseAfterClose);
     constexpr bool kHandlesOutliveClose = !std::is_pointer_v<ConnHandle>;
+    const unsigned lane = kHandlesOutliveClose && (opcode & kHold) ? 1 : 0;
     switch (op) {
     case Op::Open:
     case Op::BeginHandshake: {
         const std::uint8_t sizes = in_.u8(), linkArg = in_.u8();
         const bool handshake = op == Op::BeginHandshake;
-        post(handshake ? "beginHandshake" : "openConnection", [this, sizes, linkArg, handshake] {
-            const std::size_t rmb = bufferBytes(sizes), snd = bufferBytes(sizes >> 4);
-            const std::optional<std::uint8_t> id = apiLinkId(linkArg);
-            if (handshake) {
-                auto r = group_->beginHandshake(rmb, snd, id);
-                traceResult("beginHandshake", errorOf(r));
-                if (r)
-                    handshakes_.push_back(std::move(*r));
-            } else {
-                auto r = group_->openConnection(rmb, snd, id);
-                traceResult("openConnection", errorOf(r));
-                if (r)
-                    conns_.push_back(*r);
-            }
-        });
+        post(lane, handshake ? "beginHandshake" : "openConnection",
+             [this, sizes, linkArg, handshake] {
+                 const std::size_t rmb = bufferBytes(sizes), snd = bufferBytes(sizes >> 4);
+                 const std::optional<std::uint8_t> id = apiLinkId(linkArg);
+                 if (handshake) {
+                     auto r = group_->beginHandshake(rmb, snd, id);
+                     traceResult("beginHandshake", errorOf(r));
+                     MutexLocker lock(apiMutex_);
+                     if (r)
+                         handshakes_.push_back(std::move(*r));
+                 } else {
+                     auto r = group_->openConnection(rmb, snd, id);
+                     traceResult("openConnection", errorOf(r));
+                     MutexLocker lock(apiMutex_);
+                     if (r)
+                         conns_.push_back(*r);
+                 }
+             });
         break;
     }
     case Op::Complete: {
         const std::uint8_t which = in_.u8(), rmbArg = in_.u8();
         const std::uint32_t rkey = rmbArg & 0x80 ? in_.u32() : 0;
         const std::uint8_t offset = rmbArg & 0x80 ? in_.u8() : 0;
-        post("complete", [this, which, rmbArg, rkey, offset] {
-            if (handshakes_.empty())
-                return;
-            const auto at = handshakes_.begin() + which % handshakes_.size();
-            LinkGroup::Handshake hs = std::move(*at);
-            handshakes_.erase(at);
-            auto conn = hs.connection();
+        post(lane, "complete", [this, which, rmbArg, rkey, offset] {
+            std::optional<LinkGroup::Handshake> hs;
+            {
+                MutexLocker lock(apiMutex_);
+                if (handshakes_.empty())
+                    return;
+                const auto at = handshakes_.begin() + which % handshakes_.size();
+                hs.emplace(std::move(*at));
+                handshakes_.erase(at);
+            }
+            auto conn = hs->connection();
             const unsigned rmb = rmbArg % kPeerRmbs;
             // What CLC would carry: the peer RMB's rtoken on the connection's link.
             RtokenTable::Rtoken token{PeerRmbs::rkey(rmb, group_->linkId(conn->link())),
                                       rmbs_.vaddr(rmb)};
             if (rmbArg & 0x80)
                 token = {rkey, rmbs_.vaddr(rmb) + offset};
-            // What CLC would carry the other way: our RMB on the connection's link.
-            const RtokenTable::Rtoken ours = hs.rtoken();
+            // ... and the other way: our RMB on the connection's link.
+            const RtokenTable::Rtoken ours = hs->rtoken();
             const std::uint8_t ourLink = group_->linkId(conn->link());
-            auto r = completeVia(hs, token, kPeerRmbBytes);
+            auto r = completeVia(*hs, token, kPeerRmbBytes);
             traceResult("complete", errorOf(r));
             if (r) {
                 MutexLocker lock(learntMutex_);
                 learnt_[ourLink].insert(ours.rkey);
-                completed_.insert(&*conn);
             }
+            MutexLocker lock(apiMutex_);
             if (!(rmbArg & 0x80))
                 ++rmbUses_[rmb];
             if (r) {
                 conns_.push_back(conn);
+                completed_.insert(&*conn);
                 if (!(rmbArg & 0x80)) {
                     shared_ |= 1u << rmb;
                     peerRmbOf_[&*conn] = rmb;
@@ -224,33 +243,43 @@ void LlcPeer::apiStep(Op op)
     }
     case Op::Abandon: {
         const std::uint8_t which = in_.u8();
-        post("abandon", [this, which] {
-            if (handshakes_.empty())
-                return;
-            const auto at = handshakes_.begin() + which % handshakes_.size();
-            closed_.push_back(at->connection());
-            handshakes_.erase(at); // abandons it: its connection closes
+        post(lane, "abandon", [this, which] {
+            std::optional<LinkGroup::Handshake> hs;
+            {
+                MutexLocker lock(apiMutex_);
+                if (handshakes_.empty())
+                    return;
+                const auto at = handshakes_.begin() + which % handshakes_.size();
+                closed_.push_back(at->connection());
+                hs.emplace(std::move(*at));
+                handshakes_.erase(at);
+            }
+            hs.reset(); // abandons it: its connection closes
         });
         break;
     }
     case Op::Close: {
         const std::uint8_t which = in_.u8();
-        post("closeConnection", [this, which, useAfterClose] {
+        post(lane, "closeConnection", [this, which, useAfterClose] {
             ConnHandle conn{};
             bool contract = kHandlesOutliveClose;
-            if ((which & 0x40) && useAfterClose && !handshakes_.empty()) {
-                conn = handshakes_[which % handshakes_.size()].connection(); // still pending
-            } else if ((which & 0x80) && useAfterClose && !closed_.empty()) {
-                conn = closed_[which % closed_.size()]; // closed already
-            } else if (!conns_.empty()) {
-                contract = true;
-                const auto at = conns_.begin() + (which & 0x3f) % conns_.size();
-                conn = *at;
-                conns_.erase(at);
-            } else {
-                return;
+            {
+                MutexLocker lock(apiMutex_);
+                if ((which & 0x40) && useAfterClose && !handshakes_.empty()) {
+                    conn = handshakes_[which % handshakes_.size()].connection(); // still pending
+                } else if ((which & 0x80) && useAfterClose && !closed_.empty()) {
+                    conn = closed_[which % closed_.size()]; // closed already
+                } else if (!conns_.empty()) {
+                    contract = true;
+                    const auto at = conns_.begin() + (which & 0x3f) % conns_.size();
+                    conn = *at;
+                    conns_.erase(at);
+                } else {
+                    return;
+                }
             }
             traceResult("closeConnection", errorOf(closeVia(*group_, conn)), contract);
+            MutexLocker lock(apiMutex_);
             peerRmbOf_.erase(&*conn);
             completed_.erase(&*conn); // its address may come back as another connection's
             closed_.push_back(conn);
@@ -261,17 +290,21 @@ void LlcPeer::apiStep(Op op)
     }
     case Op::Write: {
         const std::uint8_t which = in_.u8(), offset = in_.u8(), length = in_.u8();
-        post("write", [this, which, offset, length, useAfterClose] {
+        post(lane, "write", [this, which, offset, length, useAfterClose] {
             ConnHandle conn{};
-            const bool closed = (which & 0x80) && useAfterClose && !closed_.empty();
-            if (closed)
-                conn = closed_[which % closed_.size()];
-            else if (!conns_.empty())
-                conn = conns_[which % conns_.size()];
-            else
-                return;
+            bool closed;
+            {
+                MutexLocker lock(apiMutex_);
+                closed = (which & 0x80) && useAfterClose && !closed_.empty();
+                if (closed)
+                    conn = closed_[which % closed_.size()];
+                else if (!conns_.empty())
+                    conn = conns_[which % conns_.size()];
+                else
+                    return;
+            }
             const std::vector<std::byte> data(length + 1u, std::byte{which});
-            rmbs_.lastLanded = -1;
+            PeerRmbs::lastLanded = -1;
             auto r = writeVia(*group_, conn, offset * 256u, data);
             traceResult("write", errorOf(r), kHandlesOutliveClose || !closed);
             checkWriteTarget(&*conn, errorOf(r));
@@ -279,27 +312,27 @@ void LlcPeer::apiStep(Op op)
         break;
     }
     case Op::AddLinkApi:
-        post("addLink", [this] { traceResult("addLink", errorOf(group_->addLink())); });
+        post(lane, "addLink", [this] { traceResult("addLink", errorOf(group_->addLink())); });
         break;
     case Op::RequestAddLink:
-        post("requestAddLink",
+        post(lane, "requestAddLink",
              [this] { traceResult("requestAddLink", errorOf(group_->requestAddLink())); });
         break;
     case Op::DeleteLinkApi: {
         const unsigned slot = in_.u8() % (kMaxLinks + 1);
-        post("deleteLink",
+        post(lane, "deleteLink",
              [this, slot] { traceResult("deleteLink", errorOf(group_->deleteLink(slot))); });
         break;
     }
     case Op::BreakLink: {
         const unsigned slot = in_.u8() % (kMaxLinks + 1);
-        post("breakLink",
+        post(lane, "breakLink",
              [this, slot] { traceResult("breakLink", errorOf(group_->breakLink(slot))); });
         break;
     }
     case Op::Terminate: {
         const bool orderly = in_.u8() & 0x01;
-        post("terminate", [this, orderly] {
+        post(lane, "terminate", [this, orderly] {
             group_->terminate("fuzz", llc::DeleteReason::ProgramTerminated, orderly);
             traceResult("terminate", {});
         });

@@ -123,6 +123,7 @@ std::optional<std::string> LlcPeer::violation()
     // link: it was told the RMB's rkey there (CLC for the handshake's link,
     // CONFIRM_RKEY for the others, ADD_LINK_CONT for links added later).
     if (!peerLied_) {
+        MutexLocker api(apiMutex_);
         MutexLocker lock(learntMutex_);
         for (const auto& c : conns) {
             if (!completed_.count(&*c))

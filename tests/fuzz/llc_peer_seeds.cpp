@@ -87,6 +87,14 @@ std::vector<std::pair<std::string, std::vector<std::uint8_t>>> peerSeeds()
                                 .step(Op::AddLinkApi)
                                 .step(Op::Wait, {10})
                                 .answers({Answer::Proper, Answer::Drop}));
+    // Two API threads: writes on the second lane beside a close on the
+    // first, then a write through the closed handle (it must say Closed).
+    add("close-beside-writes", InputWriter(0)
+                                   .step(Op::BeginHandshake, {0x00, 0})
+                                   .step(Op::Complete, {0, 2})
+                                   .step(Op::Write, {0, 0, 255}, kHold)
+                                   .step(Op::Close, {0})
+                                   .step(Op::Write, {0x80, 1, 63}, kHold));
     return seeds;
 }
 

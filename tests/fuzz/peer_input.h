@@ -28,7 +28,8 @@ inline constexpr std::uint8_t kCfgPeerOneDevice = 0x20;  // the peer's side has 
 inline constexpr std::uint8_t kCfgShortIdle = 0x40;      // an idle group is freed after 60 ms
 inline constexpr std::uint8_t kCfgNoFirstConfirm = 0x80; // the serving peer never confirms link 1
 
-// Step opcode byte: modifiers in the high bits.
+// Step opcode byte: modifiers in the high bits. On an API call, kHold
+// means the second API thread (the call runs beside those on the first).
 inline constexpr std::uint8_t kHold = 0x80;   // this step's messages go out after the next step's
 inline constexpr std::uint8_t kRepeat = 0x40; // each message of this step goes out twice
 inline constexpr std::uint8_t kOpMask = 0x3f;

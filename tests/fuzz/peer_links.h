@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "smc/transport/inproc_channel.h"
 
 namespace smc::fuzz
@@ -100,13 +101,15 @@ public:
         const std::uint64_t base = vaddr(rmb);
         if (addr < base || addr - base > kPeerRmbBytes || n > kPeerRmbBytes - (addr - base))
             return false;
+        MutexLocker lock(mutex_); // two API threads may write into one RMB
         std::memcpy(mem_[rmb].data() + (addr - base), src, n);
         lastLanded = static_cast<int>(rmb);
         return true;
     }
-    int lastLanded = -1; // the RMB the last write landed in (the API thread's)
+    static inline thread_local int lastLanded = -1; // where this thread's last write landed
 
 private:
+    Mutex mutex_; // over the bytes (their addresses never change)
     std::array<std::array<std::byte, kPeerRmbBytes>, kPeerRmbs> mem_{};
 };
 
