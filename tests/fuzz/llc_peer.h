@@ -34,7 +34,7 @@ namespace smc::fuzz
 enum Avoid : unsigned {
     kAvoidDupLinkId = 1,     // "dup-link-id": peer link ids 0 or in use
     kAvoidRkeyShift = 2,     // "rkey-shift": v2 DELETE_RKEY with more than 32 rkeys
-    kAvoidFlood = 4,         // "flood": bursts of more than 2 requests
+    kAvoidFlood = 4,         // "flood": bursts of more than 2 messages (Flood, held ones)
     kAvoidUseAfterClose = 8, // "use-after-close": a handle used after close (raw pointers)
 };
 

@@ -90,6 +90,8 @@ void LlcPeer::send(unsigned index, const Message& m)
 void LlcPeer::sendBytes(unsigned index, std::vector<std::byte> bytes)
 {
     for (int i = repeating_ ? 2 : 1; i > 0; --i) {
+        if (holding_ && (options_.avoid & kAvoidFlood) && held_.size() >= 2)
+            return; // held messages go out in one burst: no bursts
         if (holding_)
             held_.push_back({index, bytes});
         else
