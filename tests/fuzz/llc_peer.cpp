@@ -170,6 +170,23 @@ LlcPeer::~LlcPeer()
         handshakes_.clear(); // they close their connections through the group
     }
     group_.reset();
+    // The ends go before the table their callbacks look into: a parked group
+    // end takes its link down, and each peer end waits for its last delivery.
+    std::vector<std::unique_ptr<LinkChannel>> parked;
+    std::vector<std::unique_ptr<InprocChannel>> ends;
+    {
+        MutexLocker lock(modelMutex_);
+        for (auto& [qpn, p] : parked_)
+            parked.push_back(std::move(p.second));
+        parked_.clear();
+    }
+    parked.clear();
+    {
+        MutexLocker lock(modelMutex_);
+        for (auto& l : links_)
+            ends.push_back(std::move(l->end));
+    }
+    ends.clear();
 }
 
 void LlcPeer::run()
