@@ -198,8 +198,8 @@ Message LlcPeer::canonical(Kind kind, unsigned index)
         return {1, false, llc::DeleteLink{false, true, id, llc::DeleteReason::LostPath}};
     case Kind::AddLink:
         return {1, false,
-                llc::AddLink{false, 0, l.self.mac, l.self.gid, 0x7777, freshLinkId(), 3, 1,
-                             std::nullopt}};
+                llc::AddLink{false, 0, l.self.mac, l.self.gid, 0x7777,
+                             static_cast<std::uint8_t>(lastLinkId_ + 1), 3, 1, std::nullopt}};
     case Kind::AddLinkCont:
         return {1, false, llc::AddLinkCont{id, 0, {}}};
     case Kind::ConfirmLink:
