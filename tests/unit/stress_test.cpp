@@ -222,6 +222,15 @@ TYPED_TEST(StressTest, ReclaimAcrossKindsUnderALimitKeepsTheBooks)
     config.allocator = &allocator;
     auto pool = std::move(BufferPool::create(config, registrar)).value();
     ASSERT_TRUE(pool->addLink(0));
+    // The limit full of free 128 KiB sndbufs: whatever the schedule, the
+    // workers' first buffers of any other bucket must come from a reclaim.
+    std::vector<BufferRef> fill;
+    for (Result<BufferRef> b = pool->acquire(BufferKind::Sndbuf, kSizes[3]); b;
+         b = pool->acquire(BufferKind::Sndbuf, kSizes[3]))
+        fill.push_back(*b);
+    ASSERT_EQ(fill.size() * kSizes[3], config.memoryLimit);
+    for (BufferRef ref : fill)
+        ASSERT_TRUE(pool->release(ref));
     std::atomic<std::size_t> peak{0};
     std::atomic<int> errors{0};
     std::atomic<bool> stop{false};
