@@ -2,45 +2,39 @@
 // Messages of the connection error category.
 #include "smc/core/conn_errors.h"
 
-#include <string>
+#include "base/error_category.h"
 
 namespace smc
 {
 namespace
 {
 
-class ConnCategory final : public std::error_category
+const char* connMessage(ConnErrc e) noexcept
 {
-public:
-    const char* name() const noexcept override { return "smc.conn"; }
-
-    std::string message(int value) const override
-    {
-        switch (static_cast<ConnErrc>(value)) {
-        case ConnErrc::HandshakeDone:
-            return "the handshake was completed or abandoned already";
-        case ConnErrc::PeerRmbUnknown:
-            return "the peer's RMB is not known yet (complete the handshake first)";
-        case ConnErrc::SndbufRange:
-            return "write beyond the end of the connection's send buffer";
-        case ConnErrc::PeerRmbRange:
-            return "write beyond the end of the peer's receive buffer (RMB)";
-        case ConnErrc::PeerRmbGone:
-            return "the peer deleted its receive buffer (DELETE_RKEY); the connection is dead";
-        case ConnErrc::UnknownConnection:
-            return "not a connection of this link group";
-        case ConnErrc::Closed:
-            return "the connection was closed already";
-        }
-        return "unknown connection error " + std::to_string(value);
+    switch (e) {
+    case ConnErrc::HandshakeDone:
+        return "the handshake was completed or abandoned already";
+    case ConnErrc::PeerRmbUnknown:
+        return "the peer's RMB is not known yet (complete the handshake first)";
+    case ConnErrc::SndbufRange:
+        return "write beyond the end of the connection's send buffer";
+    case ConnErrc::PeerRmbRange:
+        return "write beyond the end of the peer's receive buffer (RMB)";
+    case ConnErrc::PeerRmbGone:
+        return "the peer deleted its receive buffer (DELETE_RKEY); the connection is dead";
+    case ConnErrc::UnknownConnection:
+        return "not a connection of this link group";
+    case ConnErrc::Closed:
+        return "the connection was closed already";
     }
-};
+    return nullptr;
+}
 
 } // namespace
 
 const std::error_category& connCategory() noexcept
 {
-    static const ConnCategory category;
+    static const ErrorCategory<ConnErrc> category("smc.conn", "connection", connMessage);
     return category;
 }
 

@@ -2,44 +2,38 @@
 // Messages of the ISM error category, and which generic condition each one is.
 #include "smc/ism/ism_errors.h"
 
-#include <string>
+#include "base/error_category.h"
 
 namespace smc
 {
 namespace
 {
 
-class IsmCategory final : public std::error_category
+const char* ismMessage(IsmErrc e) noexcept
 {
-public:
-    const char* name() const noexcept override { return "smc.ism"; }
-
-    std::string message(int value) const override
-    {
-        switch (static_cast<IsmErrc>(value)) {
-        case IsmErrc::DmbLimitReached:
-            return "the ISM device has no free DMB slot";
-        case IsmErrc::UnknownToken:
-            return "no DMB is registered under that token";
-        case IsmErrc::OutOfBounds:
-            return "access beyond the end of the DMB";
-        }
-        return "unknown ISM error " + std::to_string(value);
+    switch (e) {
+    case IsmErrc::DmbLimitReached:
+        return "the ISM device has no free DMB slot";
+    case IsmErrc::UnknownToken:
+        return "no DMB is registered under that token";
+    case IsmErrc::OutOfBounds:
+        return "access beyond the end of the DMB";
     }
+    return nullptr;
+}
 
-    std::error_condition default_error_condition(int value) const noexcept override
-    {
-        if (static_cast<IsmErrc>(value) == IsmErrc::DmbLimitReached)
-            return std::errc::no_space_on_device;
-        return {value, *this};
-    }
-};
+std::optional<std::errc> ismCondition(IsmErrc e) noexcept
+{
+    if (e == IsmErrc::DmbLimitReached)
+        return std::errc::no_space_on_device;
+    return std::nullopt;
+}
 
 } // namespace
 
 const std::error_category& ismCategory() noexcept
 {
-    static const IsmCategory category;
+    static const ErrorCategory<IsmErrc> category("smc.ism", "ISM", ismMessage, ismCondition);
     return category;
 }
 
