@@ -17,6 +17,14 @@ LlcConfig llcConfig(const LinkGroupConfig& c)
 {
     return {c.role, c.maxLinks, c.maxConns, c.timeouts};
 }
+
+// What a call on a connection that is no longer Open says: Closed after
+// closeConnection(), not_connected once the group ended it.
+std::error_code stateError(Connection::State state)
+{
+    return state == Connection::State::Closed ? make_error_code(ConnErrc::Closed)
+                                              : std::make_error_code(std::errc::not_connected);
+}
 } // namespace
 
 LinkGroup::LinkGroup(LinkGroupConfig config, LinkProvider& provider)
@@ -48,7 +56,7 @@ LinkGroup::~LinkGroup()
     idle_.close();
     llc_->stop(); // links cleared: nothing calls us any more
     for (auto& [token, conn] : conns_.closeAll())
-        if (endConnection(*conn, Connection::State::Ended))
+        if (endConnection(*conn, Connection::State::Ended) == Connection::State::Open)
             releaseBuffers(*pool_, conn->rmb, conn->sndbuf);
     pool_.reset(); // before the engine: the pool unregisters through it
 }
@@ -107,7 +115,7 @@ void LinkGroup::moveConnections(unsigned from, unsigned to)
 void LinkGroup::groupEnded(std::string reason)
 {
     for (auto& [token, conn] : conns_.closeAll()) // every buffer back to the pool
-        if (endConnection(*conn, Connection::State::Ended))
+        if (endConnection(*conn, Connection::State::Ended) == Connection::State::Open)
             releaseBuffers(*pool_, conn->rmb, conn->sndbuf);
     TerminationHandler handler;
     {
@@ -172,23 +180,22 @@ Result<ConnectionPtr> LinkGroup::openConnection(std::size_t rmbBytes, std::size_
     return conn;
 }
 
-bool LinkGroup::endConnection(Connection& conn, Connection::State to)
+Connection::State LinkGroup::endConnection(Connection& conn, Connection::State to)
 {
     WriteLocker lock(conn.use_);
-    if (conn.state_ != Connection::State::Open)
-        return false;
-    conn.state_ = to;
-    return true;
+    const Connection::State was = conn.state_;
+    if (was == Connection::State::Open)
+        conn.state_ = to;
+    return was;
 }
 
 Result<void> LinkGroup::closeConnection(Connection& conn)
 {
     if (conn.group_ != this)
         return ConnErrc::UnknownConnection;
-    if (!endConnection(conn, Connection::State::Closed))
-        return conn.state() == Connection::State::Closed
-                   ? Result<void>(ConnErrc::Closed)
-                   : Result<void>(std::make_error_code(std::errc::not_connected));
+    if (const Connection::State was = endConnection(conn, Connection::State::Closed);
+        was != Connection::State::Open)
+        return stateError(was);
     conns_.remove(conn);
     if (conns_.size() == 0)
         armIdleTimer();
@@ -216,9 +223,7 @@ Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
         return ConnErrc::UnknownConnection;
     ReadLocker lock(conn.use_); // the buffers stay ours until we are done
     if (conn.state_ != Connection::State::Open)
-        return conn.state_ == Connection::State::Closed
-                   ? Result<void>(ConnErrc::Closed)
-                   : Result<void>(std::make_error_code(std::errc::not_connected));
+        return stateError(conn.state_);
     if (offset > conn.sndbuf.size() || data.size() > conn.sndbuf.size() - offset)
         return ConnErrc::SndbufRange;
     if (!conn.peer_)

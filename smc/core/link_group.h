@@ -190,9 +190,9 @@ private:
     void groupEnded(std::string reason) override;
 
     void armIdleTimer();
-    // Open -> `to` (Closed or Ended), after the writes in flight on it; false
-    // if it was not Open: then its buffers are someone else's to release.
-    static bool endConnection(Connection& conn, Connection::State to);
+    // Open -> `to` (Closed or Ended), after the writes in flight on it. The
+    // state it had: if not Open, its buffers are someone else's to release.
+    static Connection::State endConnection(Connection& conn, Connection::State to);
 
     LinkGroupConfig config_;
     Executor& executor_;
