@@ -94,6 +94,23 @@ bool stampIs(const BufferRef& b, std::uint64_t owner, std::uint64_t serial)
     return s.owner == owner && s.serial == serial;
 }
 
+// A worker's buffers with the serial each was stamped with.
+using Held = std::vector<std::pair<BufferRef, std::uint64_t>>;
+
+// The worker is done: every buffer it still holds goes back, unstamped.
+// Returns how many releases failed.
+int releaseAll(BufferPool& pool, Held& held)
+{
+    int failed = 0;
+    for (auto& [ref, serial] : held) {
+        stamp(ref, 0, 0);
+        if (!pool.release(ref))
+            ++failed;
+    }
+    held.clear();
+    return failed;
+}
+
 TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
 {
     test::FakeRegistrar registrar;
@@ -108,7 +125,7 @@ TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
     for (int id = 1; id <= kThreads; ++id) {
         workers.emplace_back([&, id] {
             std::mt19937 rng(static_cast<unsigned>(id));
-            std::vector<std::pair<BufferRef, std::uint64_t>> held;
+            Held held;
             for (std::uint64_t i = 0; i < kIterations; ++i) {
                 const BufferKind kind = (rng() & 1) ? BufferKind::Rmb : BufferKind::Sndbuf;
                 Result<BufferRef> b = pool->acquire(kind, kSizes[rng() % 4]);
@@ -136,11 +153,7 @@ TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
                         ++errors;
                 }
             }
-            for (auto& [ref, serial] : held) {
-                stamp(ref, 0, 0);
-                if (!pool->release(ref))
-                    ++errors;
-            }
+            errors += releaseAll(*pool, held);
         });
     }
     // Link churn: add and remove link 1 and 2 while buffers move.
@@ -238,7 +251,7 @@ TYPED_TEST(StressTest, ReclaimAcrossKindsUnderALimitKeepsTheBooks)
     for (int id = 1; id <= kThreads; ++id) {
         workers.emplace_back([&, id] {
             std::mt19937 rng(static_cast<unsigned>(id));
-            std::vector<std::pair<BufferRef, std::uint64_t>> held;
+            Held held;
             for (std::uint64_t i = 0; i < kIterations / 10; ++i) {
                 const BufferKind kind = (rng() & 1) ? BufferKind::Rmb : BufferKind::Sndbuf;
                 Result<BufferRef> b = pool->acquire(kind, kSizes[rng() % 4]);
@@ -265,11 +278,7 @@ TYPED_TEST(StressTest, ReclaimAcrossKindsUnderALimitKeepsTheBooks)
                         ++errors;
                 }
             }
-            for (auto& [ref, serial] : held) {
-                stamp(ref, 0, 0);
-                if (!pool->release(ref))
-                    ++errors;
-            }
+            errors += releaseAll(*pool, held);
         });
     }
     std::thread churn([&] {
