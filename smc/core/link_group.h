@@ -66,23 +66,36 @@ public:
     ~LinkGroup();
 
     // The first link (CONFIRM_LINK): the server asks, the client answers.
-    // Then the server tries to add a second link, if maxLinks allows.
-    // Blocks up to timeouts.firstLink for the peer (plus addLink's waits).
+    // Then the server tries to add a second link, if maxLinks allows (its
+    // failure is not start's). Errors: invalid_argument (a NewLink without
+    // channel or registrar), protocol_error (client: the server's
+    // CONFIRM_LINK names link id 0), the pool's (registering its buffers on
+    // the link), the channel's. Blocks for the flow token (up to flowStart)
+    // and up to timeouts.firstLink for the peer (plus addLink's waits).
     Result<void> start(NewLink first);
     // Server: ADD_LINK flow for one more link (ADD_LINK_CONT rkey exchange).
     // Errors: WrongRole (a client), NoSuchLink (no active link to run it on),
-    // NoLinkRoom (the group has its links), the provider's. Blocks for the
-    // flow token (up to flowStart) and each answer (up to wait/firstLink).
+    // NoLinkRoom (the group has its links), connection_refused (the peer
+    // rejected the ADD_LINK), protocol_error (an ADD_LINK_CONT for another
+    // link, or with a wrong remaining count), the provider's, the pool's
+    // (registering its buffers on the new link), the channel's (connect,
+    // send). Blocks for the flow token (up to flowStart) and each answer
+    // (up to wait/firstLink).
     Result<void> addLink();
     // Client: ask the server for one more link (REQ_ADD_LINK, sent in its v2
     // form with one candidate GID, 44 bytes); returns once the link is up,
     // or connection_refused when the server declined or the add failed.
     // Errors: WrongRole (a server), NoLinkRoom (at max links),
-    // operation_in_progress (another request waits). Blocks up to flowStart.
+    // operation_in_progress (another request waits), timed_out (no outcome
+    // within flowStart, also when the group ends meanwhile), the channel's.
+    // Blocks for the flow token (up to flowStart), then up to flowStart for
+    // the outcome.
     Result<void> requestAddLink();
-    // Orderly DELETE_LINK of one link; its connections move to another.
+    // Orderly DELETE_LINK of one link; its connections move to another. The
+    // last link: the group terminates (DELETE_LINK ALL), and that succeeds.
     // Errors: InvalidSlot, NoSuchLink (no active link there). Blocks for the
-    // flow token and the peer's answer.
+    // flow token and up to timeouts.wait for the peer's answer (none is no
+    // error).
     Result<void> deleteLink(unsigned slot);
     // Tear the group down: DELETE_LINK ALL to the peer, buffers released.
     // Blocks at most for one send.
@@ -121,8 +134,10 @@ public:
         // tells the peer our RMB on every other link. On error the
         // connection is closed. Errors: HandshakeDone (called twice, or after
         // abandon), invalid_argument (rkey 0 or size 0), no_buffer_space
-        // (rtoken table full), not_connected (the group ended). Blocks for
-        // the peer's CONFIRM_RKEY answer.
+        // (rtoken table full), not_connected (the group ended),
+        // connection_refused (the peer's CONFIRM_RKEY answer is negative),
+        // timed_out, the channel's. Blocks for the peer's CONFIRM_RKEY answer
+        // (only with more than one link).
         Result<void> complete(RtokenTable::Rtoken peerRmb, std::size_t peerRmbBytes);
 
     private:
@@ -143,7 +158,8 @@ public:
     // DELETE_RKEY to the peer, buffers back to the pool (even when the peer
     // could not be told: the error says so). Errors: UnknownConnection
     // (another group's), Closed (closed before), not_connected (the group had
-    // ended it), timed_out. Waits for writes in flight on it, then for the
+    // ended it, or ends meanwhile), timed_out (the flow token or the peer's
+    // answer), the channel's. Waits for writes in flight on it, then for the
     // flow token and the peer's answer.
     Result<void> closeConnection(Connection& conn);
     // The data path: copy `data` into the connection's sndbuf at `offset`
