@@ -58,7 +58,8 @@ Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb, std::si
     }
     RtokenTable& rtokens = group_->llc_->rtokens();
     const unsigned link = conn_->link(); // stable: we hold the flow
-    Result<RtokenTable::Row> row = rtokens.addRow(link, peerRmb);
+    bool created = false; // false: the row was known (another connection's, or CONFIRM_RKEY's)
+    Result<RtokenTable::Row> row = rtokens.addRow(link, peerRmb, &created);
     Result<void> r = row ? group_->llc_->confirmRkey(token_, *conn_->rmb.desc(), link)
                          : Result<void>(row.error());
     if (r) {
@@ -69,8 +70,10 @@ Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb, std::si
             r = std::make_error_code(std::errc::not_connected); // the group ended meanwhile
     }
     if (!r) {
-        if (row) // nobody will use it; the peer's DELETE_RKEY may find it gone
-            (void)rtokens.remove(link, peerRmb.rkey);
+        // A row this call took: nobody will use it (the peer's DELETE_RKEY
+        // may find it gone). One it was handed stays with whoever has it.
+        if (row && created)
+            (void)rtokens.removeRow(*row);
         abandon();
         return r;
     }

@@ -15,8 +15,10 @@ std::optional<unsigned> RtokenTable::findLocked(unsigned link, std::uint32_t rke
     return std::nullopt;
 }
 
-Result<RtokenTable::Row> RtokenTable::addRow(unsigned link, Rtoken token)
+Result<RtokenTable::Row> RtokenTable::addRow(unsigned link, Rtoken token, bool* created)
 {
+    if (created != nullptr)
+        *created = false;
     if (link >= kMaxLinks)
         return LinkErrc::InvalidSlot;
     MutexLocker lock(mutex_);
@@ -28,6 +30,8 @@ Result<RtokenTable::Row> RtokenTable::addRow(unsigned link, Rtoken token)
             used_.set(r);
             rows_[r] = {};
             rows_[r][link] = token;
+            if (created != nullptr)
+                *created = true;
             return Row{r, ++generations_[r]};
         }
     }
@@ -69,6 +73,16 @@ Result<unsigned> RtokenTable::remove(unsigned link, std::uint32_t rkey)
     rows_[*row] = {};
     used_.reset(*row);
     return *row;
+}
+
+bool RtokenTable::removeRow(Row row)
+{
+    MutexLocker lock(mutex_);
+    if (row.index >= kRows || !used_[row.index] || generations_[row.index] != row.generation)
+        return false;
+    rows_[row.index] = {};
+    used_.reset(row.index);
+    return true;
 }
 
 void RtokenTable::clearLink(unsigned link)

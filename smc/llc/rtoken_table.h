@@ -36,9 +36,10 @@ public:
     };
 
     // A peer RMB learnt on `link` (CLC or CONFIRM_RKEY). The same (rkey,
-    // vaddr) on that link gives back its existing row; a full table is
+    // vaddr) on that link gives back its existing row; `created` (if given)
+    // tells which: true when this call took the row. A full table is
     // std::errc::no_buffer_space.
-    Result<Row> addRow(unsigned link, Rtoken token);
+    Result<Row> addRow(unsigned link, Rtoken token, bool* created = nullptr);
     Result<unsigned> add(unsigned link, Rtoken token)
     {
         Result<Row> row = addRow(link, token);
@@ -52,6 +53,9 @@ public:
     Result<void> set(unsigned row, unsigned link, Rtoken token);
     // The peer freed the RMB whose rkey on `link` is `rkey`: the whole row goes.
     Result<unsigned> remove(unsigned link, std::uint32_t rkey);
+    // The row goes if it is still the one `row` names (not deleted since);
+    // false otherwise.
+    bool removeRow(Row row);
     // A link is gone: its column empties in every row.
     void clearLink(unsigned link);
 

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
 // A careless caller's connection handles: writes outside either buffer, through rows the peer
 // deleted, after close, of another group; each gets its own clear error and nothing on the wire.
+// And a failed handshake that leaves the rtoken row it shares with another connection alone.
 #include "smc/core/conn_errors.h"
 #include "smc/core/link_group.h"
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "tests/libtest/hostile.h"
 #include "tests/libtest/link_groups.h"
 
 namespace smc
@@ -214,6 +217,48 @@ TEST(Connection, CloseWaitsForWritesInFlight)
         EXPECT_EQ(other.load(), 0u);
         EXPECT_TRUE(p.server.group->closeConnection(*sc));
     }
+}
+
+// Two handshakes that name the same peer RMB (rkey and address on the same
+// link) share its rtoken row: addRow hands the second one the row it has. A
+// second handshake that then fails (the peer refuses its CONFIRM_RKEY) must
+// leave the row to the first connection, which still writes through it.
+TEST(Connection, AFailedHandshakeLeavesARowItShares)
+{
+    test::RawPeer p(test::hostileConfig(Role::Client)); // the test is the server
+    ASSERT_TRUE(p.start(1));
+    ASSERT_NO_FATAL_FAILURE(test::serveAddLink(p, 2)); // CONFIRM_RKEY needs another link
+    ASSERT_EQ(p.group().activeLinks(), 2u);
+    const unsigned slot = test::slotOfId(p.group(), 1).value();
+    const RtokenTable::Rtoken peerRmb{0xC1, 0x10000};
+    // A handshake on link 1, its CONFIRM_RKEY answered by the peer (on link 1).
+    auto handshake = [&](bool refuse) -> std::pair<ConnectionPtr, Result<void>> {
+        Result<LinkGroup::Handshake> hs = p.group().beginHandshake(16384, 16384, 1);
+        if (!hs)
+            return {nullptr, hs.error()};
+        std::future<Result<void>> done =
+            std::async(std::launch::async, [&] { return hs->complete(peerRmb, 16384); });
+        std::optional<llc::Message> req = p.end(0)->nextOf(llc::Type::ConfirmRkey, false);
+        EXPECT_TRUE(req) << "no CONFIRM_RKEY";
+        if (req) {
+            llc::ConfirmRkey answer = std::get<llc::ConfirmRkey>(req->body);
+            answer.negative = refuse;
+            EXPECT_TRUE(p.end(0)->send({1, true, answer}));
+        }
+        return {hs->connection(), done.get()};
+    };
+    auto [first, completed] = handshake(false);
+    ASSERT_TRUE(completed) << completed.error().message();
+    ASSERT_TRUE(first->peerRmb());
+    const unsigned row = *first->peerRmb();
+    ASSERT_EQ(p.group().rtokens().get(row, slot), peerRmb);
+
+    auto [second, refused] = handshake(true);
+    EXPECT_EQ(refused.error(), std::errc::connection_refused);
+    EXPECT_EQ(second->state(), Connection::State::Closed);
+    EXPECT_EQ(p.group().rtokens().used(), 1u) << "the first connection's row";
+    EXPECT_EQ(p.group().rtokens().get(row, slot), peerRmb);
+    EXPECT_EQ(first->state(), Connection::State::Open);
 }
 
 } // namespace

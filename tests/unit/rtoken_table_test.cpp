@@ -87,5 +87,24 @@ TEST(RtokenTable, ARowTakenAgainHasANewGeneration)
     EXPECT_EQ(t.get(second, 0)->rkey, 0x20u);
 }
 
+// addRow says whether it took the row; removeRow takes out only the row it
+// names (the generation it was handed), never one taken again since.
+TEST(RtokenTable, AddRowTellsANewRowAndRemoveRowOnlyThatOne)
+{
+    RtokenTable t;
+    bool created = false;
+    const RtokenTable::Row first = *t.addRow(0, {0x10, 0x1000}, &created);
+    EXPECT_TRUE(created);
+    EXPECT_EQ(t.addRow(0, {0x10, 0x1000}, &created)->index, first.index);
+    EXPECT_FALSE(created) << "known already";
+    ASSERT_TRUE(t.removeRow(first));
+    EXPECT_FALSE(t.removeRow(first)) << "gone already";
+    const RtokenTable::Row second = *t.addRow(0, {0x20, 0x2000}, &created);
+    ASSERT_TRUE(created);
+    ASSERT_EQ(second.index, first.index);
+    EXPECT_FALSE(t.removeRow(first)) << "the row was taken again";
+    EXPECT_TRUE(t.holds(second));
+}
+
 } // namespace
 } // namespace smc
