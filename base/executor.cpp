@@ -70,16 +70,38 @@ void Executor::post(Task task)
     wake_.notify_one();
 }
 
-void Executor::postAfter(std::chrono::nanoseconds delay, Task task)
+Executor::TimerId Executor::postAfter(std::chrono::nanoseconds delay, Task task)
 {
+    TimerId id;
     {
         MutexLocker lock(mutex_);
         if (stop_)
-            return;
-        timers_.emplace(Clock::now() + delay, std::move(task));
+            return {};
+        id = {Clock::now() + delay, nextTimer_++};
+        timers_.emplace(std::pair(id.due, id.seq), std::move(task));
     }
     // Every thread may sleep until a later deadline: wake them all.
     wake_.notify_all();
+    return id;
+}
+
+bool Executor::cancel(TimerId id)
+{
+    Task dropped; // its captures go after the lock: they may post again
+    MutexLocker lock(mutex_);
+    auto it = timers_.find(std::pair(id.due, id.seq));
+    if (it == timers_.end())
+        return false;
+    dropped = std::move(it->second);
+    timers_.erase(it);
+    lock.unlock();
+    return true;
+}
+
+std::size_t Executor::pendingTimers() const
+{
+    MutexLocker lock(mutex_);
+    return timers_.size();
 }
 
 void Executor::shortLoop()
@@ -87,7 +109,7 @@ void Executor::shortLoop()
     MutexLocker lock(mutex_);
     while (!stop_) {
         const Clock::time_point now = Clock::now();
-        while (!timers_.empty() && timers_.begin()->first <= now) {
+        while (!timers_.empty() && timers_.begin()->first.first <= now) {
             tasks_.push_back(std::move(timers_.begin()->second));
             timers_.erase(timers_.begin());
         }
@@ -99,7 +121,7 @@ void Executor::shortLoop()
             task = nullptr; // its captures go before the lock is taken again
             lock.lock();
         } else if (!timers_.empty()) {
-            (void)wake_.waitUntil(lock, timers_.begin()->first);
+            (void)wake_.waitUntil(lock, timers_.begin()->first.first);
         } else {
             wake_.wait(lock);
         }
@@ -246,6 +268,9 @@ struct SerialQueue::State {
     bool scheduled SMC_GUARDED_BY(mutex) = false; // a drain is posted or running
     bool closed SMC_GUARDED_BY(mutex) = false;
     std::thread::id runner SMC_GUARDED_BY(mutex);
+    // The executor timers of postAfter() not due yet, by a key of ours.
+    std::map<std::uint64_t, Executor::TimerId> timers SMC_GUARDED_BY(mutex);
+    std::uint64_t nextTimer SMC_GUARDED_BY(mutex) = 0;
     State(Executor& e, Kind k) : executor(e), kind(k) {}
 };
 
@@ -285,12 +310,26 @@ void SerialQueue::enqueue(const std::shared_ptr<State>& state, Task task)
 
 void SerialQueue::postAfter(std::chrono::nanoseconds delay, Task task)
 {
-    // The queue's state, not the queue: the timer may outlive it.
+    State& s = *state_;
+    // Held while the timer is made: one that fires at once finds its key.
+    MutexLocker lock(s.mutex);
+    if (s.closed)
+        return;
+    const std::uint64_t key = s.nextTimer++;
+    // The queue's state, not the queue: close() may race with the timer.
     std::weak_ptr<State> weak = state_;
-    state_->executor.postAfter(delay, [weak, task = std::move(task)]() mutable {
-        if (std::shared_ptr<State> state = weak.lock())
+    const Executor::TimerId id =
+        s.executor.postAfter(delay, [weak, key, task = std::move(task)]() mutable {
+            std::shared_ptr<State> state = weak.lock();
+            if (!state)
+                return;
+            {
+                MutexLocker l(state->mutex);
+                state->timers.erase(key);
+            }
             enqueue(state, std::move(task));
-    });
+        });
+    s.timers.emplace(key, id);
 }
 
 void SerialQueue::drain(const std::shared_ptr<State>& state)
@@ -329,13 +368,18 @@ void SerialQueue::close()
         return;
     State& s = *state_;
     std::deque<Task> dropped;
+    std::map<std::uint64_t, Executor::TimerId> timers;
     MutexLocker lock(s.mutex);
     s.closed = true;
     dropped.swap(s.tasks);
+    timers.swap(s.timers);
     if (s.runner != std::this_thread::get_id())
         s.idle.wait(lock, [&]() SMC_REQUIRES(s.mutex) { return !s.scheduled; });
-    // `dropped` goes after the lock: a task's captures may post again.
+    // `dropped` goes after the lock: a task's captures may post again. So
+    // do the timers' tasks; one firing meanwhile finds the queue closed.
     lock.unlock();
+    for (const auto& [key, id] : timers)
+        (void)s.executor.cancel(id);
 }
 
 bool SerialQueue::inQueue() const

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/mutex.h"
@@ -51,8 +53,19 @@ public:
 
     // Never blocks; the task runs on a short-task thread.
     void post(Task task);
+    // A timer postAfter() made, for cancel(); a default one names none.
+    struct TimerId {
+        Clock::time_point due;
+        std::uint64_t seq = 0;
+    };
     // Never blocks; runs the task on a short-task thread once `delay` passed.
-    void postAfter(std::chrono::nanoseconds delay, Task task);
+    TimerId postAfter(std::chrono::nanoseconds delay, Task task);
+    // Drops the timer's task (and its captures, not under a lock of ours):
+    // false if it ran, runs already or was cancelled before. Never blocks.
+    bool cancel(TimerId id);
+    // Timers neither run nor cancelled (observability: a destroyed object's
+    // timers must not linger here until they are due).
+    std::size_t pendingTimers() const;
     // Never blocks; the task runs on a blocking thread and may wait.
     void postBlocking(Task task);
 
@@ -77,7 +90,9 @@ private:
     ConditionVariable wake_;
     bool stop_ SMC_GUARDED_BY(mutex_) = false;
     std::deque<Task> tasks_ SMC_GUARDED_BY(mutex_);
-    std::multimap<Clock::time_point, Task> timers_ SMC_GUARDED_BY(mutex_);
+    // By due time, then in posting order.
+    std::map<std::pair<Clock::time_point, std::uint64_t>, Task> timers_ SMC_GUARDED_BY(mutex_);
+    std::uint64_t nextTimer_ SMC_GUARDED_BY(mutex_) = 1; // 0: TimerId{} names none
     std::vector<std::thread> threads_;
 
     ConditionVariable blockingWake_;
@@ -110,9 +125,12 @@ public:
 
     // Never blocks. After close() a task is dropped.
     void post(Task task);
+    // The task joins the queue once `delay` passed; the executor's timer
+    // goes when the queue closes (it does not wait there until it is due).
     void postAfter(std::chrono::nanoseconds delay, Task task);
-    // No task runs after this returns: pending ones are dropped and a
-    // running one is waited for, unless close() is called from it.
+    // No task runs after this returns: pending ones are dropped (timers
+    // included: cancelled) and a running one is waited for, unless close()
+    // is called from it.
     void close();
     // True on a thread that runs one of this queue's tasks right now.
     bool inQueue() const;

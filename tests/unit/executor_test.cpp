@@ -123,6 +123,53 @@ TEST(SerialQueue, PostAfterRunsNoSoonerThanAskedAndNotAfterClose)
     EXPECT_FALSE(late);
 }
 
+// A queue's timers go with the queue, not when they are due: the executor
+// holds neither their tasks nor what those captured.
+TEST(SerialQueue, CloseCancelsItsTimers)
+{
+    Executor executor({2, 8, 1000ms});
+    const std::size_t before = executor.pendingTimers();
+    auto captured = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = captured;
+    {
+        SerialQueue queue(executor);
+        queue.postAfter(1h, [captured] { ++*captured; });
+        queue.postAfter(1h, [captured] { ++*captured; });
+        captured.reset();
+        EXPECT_EQ(executor.pendingTimers(), before + 2);
+        EXPECT_FALSE(watch.expired());
+    }
+    EXPECT_EQ(executor.pendingTimers(), before) << "timers of a closed queue linger";
+    EXPECT_TRUE(watch.expired()) << "a closed queue's timer task is still held";
+
+    // One that fired is no longer the queue's to cancel; posting after close
+    // makes none.
+    SerialQueue queue(executor);
+    std::promise<void> ran;
+    queue.postAfter(1ms, [&] { ran.set_value(); });
+    ASSERT_EQ(ran.get_future().wait_for(5s), std::future_status::ready);
+    queue.close();
+    queue.postAfter(1h, [] {});
+    EXPECT_EQ(executor.pendingTimers(), before);
+}
+
+TEST(Executor, CancelDropsATimerOnce)
+{
+    Executor executor({1, 8, 1000ms});
+    std::atomic<int> ran{0};
+    const Executor::TimerId id = executor.postAfter(1h, [&] { ++ran; });
+    EXPECT_EQ(executor.pendingTimers(), 1u);
+    EXPECT_TRUE(executor.cancel(id));
+    EXPECT_FALSE(executor.cancel(id)) << "cancelled twice";
+    EXPECT_FALSE(executor.cancel(Executor::TimerId{})) << "names no timer";
+    EXPECT_EQ(executor.pendingTimers(), 0u);
+    std::promise<void> fired;
+    const Executor::TimerId soon = executor.postAfter(1ms, [&] { fired.set_value(); });
+    ASSERT_EQ(fired.get_future().wait_for(5s), std::future_status::ready);
+    EXPECT_FALSE(executor.cancel(soon)) << "it ran";
+    EXPECT_EQ(ran.load(), 0);
+}
+
 TEST(PeriodicTimer, TicksUntilStopped)
 {
     Executor executor({2, 8, 1000ms});

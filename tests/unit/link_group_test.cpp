@@ -116,6 +116,26 @@ TEST(LinkGroup, AnIdleGroupIsFreedAfterTheDelay)
     EXPECT_FALSE(p.server.group->openConnection(16384, 16384)) << "a freed group takes nothing";
 }
 
+// A destroyed group's idle timer (600 s, 610 s) goes with it: the executor
+// keeps neither its task nor its queue's memory until the timer is due.
+TEST(LinkGroup, ADestroyedGroupLeavesNoIdleTimerBehind)
+{
+    Executor executor({2, 64, 1000ms});
+    const std::size_t before = executor.pendingTimers();
+    {
+        test::GroupPair p;
+        LinkGroupConfig config;
+        config.maxLinks = 1;
+        config.timeouts = Pair::fastTimeouts();
+        config.executor = &executor;
+        Result<void> created = p.create(config);
+        ASSERT_TRUE(created) << created.error().message();
+        ASSERT_NO_FATAL_FAILURE(test::start(p));
+        EXPECT_GE(executor.pendingTimers(), before + 2) << "each side's idle timer";
+    }
+    EXPECT_EQ(executor.pendingTimers(), before) << "timers of destroyed groups linger";
+}
+
 // REQ_ADD_LINK: the client asks, the server runs its ADD_LINK flow (with
 // every RMB's rkeys), or declines when it cannot make a link.
 TEST(LinkGroup, ClientAsksForALinkWithReqAddLink)
