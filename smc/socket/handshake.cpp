@@ -152,7 +152,7 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     if (stack.device().grant((*rmb)->dmbToken(), serverGid))
         peer = mapPeer(stack, server, deadline);
     if (!peer) {
-        stack.device().revoke((*rmb)->dmbToken());
+        (void)stack.device().revoke((*rmb)->dmbToken());
         (void)stack.pool().release(*rmb);
         return decline(stack, fd, clc::DeclineCode::Mem, version, deadline);
     }
@@ -160,7 +160,7 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     clc::Confirm confirm{ourDmb(stack, *rmb, groupIdFrom(server), accept->firstContact,
                                 server.eid, release)};
     if (Result<void> sent = writeClc(fd, confirm, deadline); !sent) {
-        stack.device().revoke((*rmb)->dmbToken());
+        (void)stack.device().revoke((*rmb)->dmbToken());
         (void)stack.pool().release(*rmb);
         return sent.error();
     }
@@ -204,7 +204,7 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return decline(stack, fd, bufferDecline(rmb.error()), version, deadline);
     const IsmGid clientGid{choice.peerGid, choice.peerGidExt};
     auto giveBack = [&] {
-        stack.device().revoke((*rmb)->dmbToken());
+        (void)stack.device().revoke((*rmb)->dmbToken());
         (void)stack.pool().release(*rmb);
     };
     if (!stack.device().grant((*rmb)->dmbToken(), clientGid)) {

@@ -37,10 +37,25 @@ long futex(std::byte* head, int op, std::uint32_t value, const timespec* timeout
 
 } // namespace
 
-SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup,
-                               std::function<void()> onReadiness)
+Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup,
+                                                                std::function<void()> onReadiness)
+{
+    Result<cdc::CdcStream> stream = std::make_error_code(std::errc::invalid_argument);
+    if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
+        stream = cdc::CdcStream::create(setup.rmb->size() - kHead, setup.peer.size() - kHead);
+    if (!stream) {
+        (void)stack.device().revoke(setup.rmb->dmbToken());
+        (void)stack.pool().release(setup.rmb);
+        return std::make_error_code(std::errc::invalid_argument);
+    }
+    return std::unique_ptr<SmcdConnection>(
+        new SmcdConnection(stack, std::move(setup), std::move(onReadiness), *stream));
+}
+
+SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, std::function<void()> onReadiness,
+                               cdc::CdcStream stream)
     : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), onReadiness_(std::move(onReadiness)),
-      stream_(rmb_->size() - kHead, peer_.peer.size() - kHead)
+      stream_(stream)
 {
 }
 
@@ -68,13 +83,32 @@ void SmcdConnection::absorb()
 {
     if (aborted_)
         return;
-    if (!stream_.onPeerCdc(cdc::readSmcd(ownHead())))
+    const cdc::ConnFlags before = stream_.peerConnFlags();
+    if (!stream_.onPeerCdc(cdc::readSmcd(ownHead()))) {
         abort(); // a cursor out of range or backwards: the peer broke the protocol
+        return;
+    }
+    if (!(stream_.peerConnFlags() == before))
+        act(close_.peerFlags(stream_.peerConnFlags()));
 }
 
-void SmcdConnection::publish()
+void SmcdConnection::publish(std::size_t pending)
 {
-    cdc::publishSmcd(peerHead(), stream_.nextCdc());
+    cdc::publishSmcd(peerHead(), stream_.nextCdc(pending));
+}
+
+void SmcdConnection::act(const cdc::CloseAction& action)
+{
+    if (!action.sends())
+        return;
+    stream_.addConnFlags(action.send);
+    publish();
+}
+
+bool SmcdConnection::peerClosed() const
+{
+    const cdc::ConnFlags f = stream_.peerConnFlags();
+    return f.peerConnClosed || f.peerConnAbort;
 }
 
 void SmcdConnection::abort()
@@ -82,7 +116,9 @@ void SmcdConnection::abort()
     if (aborted_)
         return;
     aborted_ = true;
-    stream_.setAbort();
+    close_.abort();
+    // Tell the peer, as Linux's abort does; nothing else will reach it from us.
+    stream_.addConnFlags({.peerConnAbort = true});
     publish();
 }
 
@@ -139,17 +175,16 @@ Result<std::size_t> SmcdConnection::send(std::span<const std::byte> data, Deadli
             if (closed_)
                 return std::make_error_code(std::errc::not_connected);
             absorb();
-            if (aborted_ || stream_.peerFlags().abort)
+            if (aborted_ || stream_.peerConnFlags().peerConnAbort)
                 return std::make_error_code(std::errc::connection_reset);
-            if (sentDone_ || stream_.peerFlags().closed)
+            if (stream_.sentConnFlags().any() || stream_.peerConnFlags().peerConnClosed)
                 return std::make_error_code(std::errc::broken_pipe);
             if (data.empty())
                 return std::size_t{0};
             space = stream_.sendSpace();
             at = stream_.producer();
-            if (space == 0 && !stream_.writeBlocked()) {
-                stream_.setWriteBlocked(true); // the peer sends its consumer cursor soon
-                publish();
+            if (space == 0) {
+                publish(data.size()); // write_blocked: the peer answers with its cursor
                 ringPeer();
             }
         }
@@ -163,15 +198,14 @@ Result<std::size_t> SmcdConnection::send(std::span<const std::byte> data, Deadli
             return std::make_error_code(std::errc::timed_out);
     }
     const std::size_t n = std::min(space, data.size());
-    cdc::copyIntoRing(peerRing(), at, data.first(n));
+    cdc::copyToRing(peerRing(), at.count, data.first(n));
     {
         MutexLocker lock(mutex_);
         if (closed_ || aborted_)
             return std::make_error_code(std::errc::connection_reset);
-        stream_.produce(n);
-        stream_.setWriteBlocked(false);
+        (void)stream_.produce(n); // n <= the space it reported, and only we produce
         bytesSent_ += n;
-        publish();
+        publish(data.size() - n);
     }
     ringPeer();
     return n;
@@ -193,9 +227,9 @@ Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline dea
             available = stream_.readable();
             at = stream_.consumer();
             if (available == 0) {
-                if (aborted_ || stream_.peerFlags().abort)
+                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
                     return std::make_error_code(std::errc::connection_reset);
-                if (stream_.peerFlags().doneWriting || stream_.peerFlags().closed)
+                if (stream_.peerConnFlags().any())
                     return std::size_t{0};
             }
         }
@@ -209,13 +243,13 @@ Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline dea
             return std::make_error_code(std::errc::timed_out);
     }
     const std::size_t n = std::min(available, into.size());
-    cdc::copyFromRing(ownRing(), at, into.first(n));
+    cdc::copyFromRing(ownRing(), at.count, into.first(n));
     bool update = false;
     {
         MutexLocker lock(mutex_);
         if (closed_)
             return std::make_error_code(std::errc::not_connected);
-        stream_.consume(n);
+        (void)stream_.consume(n); // n <= what it reported readable, and only we consume
         bytesReceived_ += n;
         update = stream_.wantConsumerUpdate();
         if (update)
@@ -228,29 +262,26 @@ Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline dea
 
 Result<void> SmcdConnection::shutdownWrite()
 {
-    {
-        MutexLocker lock(mutex_);
-        if (closed_)
-            return std::make_error_code(std::errc::not_connected);
-        if (sentDone_ || aborted_)
-            return {};
-        sentDone_ = true;
-        stream_.setDoneWriting();
-        publish();
-    }
-    ringPeer();
+    MutexLocker lock(mutex_);
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (aborted_)
+        return {};
+    absorb();
+    act(close_.shutdownWrite()); // sends go out at once: nothing to drain
+    ringPeer(); // under the lock: close() must not drop the peer's mapping meanwhile
     return {};
 }
 
 void SmcdConnection::peerGone() noexcept
 {
-    {
-        MutexLocker lock(mutex_);
-        if (closed_)
-            return;
-        absorb();
-        if (!stream_.peerFlags().closed && !stream_.peerFlags().abort)
-            aborted_ = true; // died without a word: nothing more will come
+    MutexLocker lock(mutex_);
+    if (closed_)
+        return;
+    absorb();
+    if (!peerClosed() && !aborted_) {
+        aborted_ = true; // died without a word: nothing more will come
+        close_.abort();
     }
     wakeOwn();
 }
@@ -262,18 +293,12 @@ void SmcdConnection::close() noexcept
         if (closed_)
             return;
         absorb();
-        if (!aborted_) {
-            // Unread bytes: the peer must not think they arrived (Linux: abort).
-            if (stream_.readable() > 0)
-                stream_.setAbort();
-            else
-                stream_.setClosed();
-            publish();
-        }
+        if (!aborted_) // unread bytes: the peer must not think they arrived (Linux: abort)
+            act(close_.close(stream_.readable() > 0));
         closed_ = true;
+        ringPeer();
+        wakeOwn(); // our own waiters see closed_ and leave
     }
-    ringPeer();
-    wakeOwn(); // our own waiters see closed_ and leave
     // No copy into or out of the buffers is running once both are ours.
     MutexLocker sending(sendMutex_);
     MutexLocker receiving(recvMutex_);
@@ -284,7 +309,7 @@ void SmcdConnection::release() noexcept
 {
     // The peer keeps its mapping of our DMB until it unmaps; revoke gives the pool a DMB
     // the old peer no longer reaches.
-    stack_.device().revoke(rmb_->dmbToken());
+    (void)stack_.device().revoke(rmb_->dmbToken());
     (void)stack_.pool().release(rmb_);
     peer_.peer = RemoteDmb();
 }
@@ -294,23 +319,21 @@ bool SmcdConnection::readable() const
     MutexLocker lock(mutex_);
     if (closed_ || aborted_)
         return true;
-    const cdc::CdcMessage m = cdc::readSmcd(ownHead());
-    cdc::CdcStream probe = stream_;
-    if (!probe.onPeerCdc(m))
+    cdc::CdcStream probe = stream_; // what recv would see, without taking it
+    if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
         return true; // recv will report the abort
-    return probe.readable() > 0 || probe.peerFlags().doneWriting || probe.peerFlags().closed ||
-           probe.peerFlags().abort;
+    return probe.readable() > 0 || probe.peerConnFlags().any();
 }
 
 bool SmcdConnection::writable() const
 {
     MutexLocker lock(mutex_);
-    if (closed_ || aborted_ || sentDone_)
+    if (closed_ || aborted_ || stream_.sentConnFlags().any())
         return true;
     cdc::CdcStream probe = stream_;
     if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
         return true;
-    return probe.sendSpace() > 0 || probe.peerFlags().closed || probe.peerFlags().abort;
+    return probe.sendSpace() > 0 || probe.peerConnFlags().any();
 }
 
 int SmcdConnection::enableEvents() noexcept
@@ -332,7 +355,7 @@ void SmcdConnection::fillInfo(ConnectionInfo& info) const
 {
     MutexLocker lock(mutex_);
     info.transport = Transport::SmcD;
-    info.state = closed_ ? "CLOSED" : aborted_ ? "PROCESSABORT" : stream_.stateName();
+    info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
     info.rmbBytes = rmb_->size();
     info.peerRmbBytes = peer_.peer.size();
     info.dmbToken = rmb_->dmbToken();

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "base/mutex.h"
+#include "smc/cdc/cdc_close.h"
 #include "smc/cdc/cdc_stream.h"
 #include "smc/socket/handshake.h"
 
@@ -32,7 +33,9 @@ class SmcdConnection
 public:
     // `onReadiness` is told (on any thread, under no lock of ours) when readable() or
     // writable() may have changed; it must not block.
-    SmcdConnection(SmcStack& stack, SmcdSetup setup, std::function<void()> onReadiness);
+    // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
+    static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
+                                                          std::function<void()> onReadiness);
     // Aborts if still open, then gives everything back.
     ~SmcdConnection();
     SmcdConnection(const SmcdConnection&) = delete;
@@ -58,6 +61,8 @@ public:
     void drainEvents() noexcept;
 
 private:
+    SmcdConnection(SmcStack& stack, SmcdSetup setup, std::function<void()> onReadiness,
+                   cdc::CdcStream stream);
     std::byte* ownHead() const noexcept { return rmb_->data(); }
     std::byte* peerHead() const noexcept { return peer_.peer.data(); }
     std::span<std::byte> ownRing() const noexcept;
@@ -65,7 +70,11 @@ private:
 
     // The peer's latest CDC (in our head) into the stream; a violation aborts.
     void absorb() SMC_REQUIRES(mutex_);
-    void publish() SMC_REQUIRES(mutex_);
+    // Our CDC into the peer's head (what the stream holds now).
+    void publish(std::size_t pending = 0) SMC_REQUIRES(mutex_);
+    // What the close machine asked for: its flags into the stream, and a CDC.
+    void act(const cdc::CloseAction& action) SMC_REQUIRES(mutex_);
+    bool peerClosed() const SMC_REQUIRES(mutex_);
     void abort() SMC_REQUIRES(mutex_);
     std::uint32_t doorbellSeen() const noexcept;
     void ringPeer() noexcept;
@@ -82,9 +91,9 @@ private:
     Mutex recvMutex_; // one receiver at a time (the copy out of ours)
     mutable Mutex mutex_;
     cdc::CdcStream stream_ SMC_GUARDED_BY(mutex_);
-    bool sentDone_ SMC_GUARDED_BY(mutex_) = false;    // done_writing sent
-    bool closed_ SMC_GUARDED_BY(mutex_) = false;      // close() ran
-    bool aborted_ SMC_GUARDED_BY(mutex_) = false;     // abort sent or peer died
+    cdc::CloseMachine close_ SMC_GUARDED_BY(mutex_);
+    bool closed_ SMC_GUARDED_BY(mutex_) = false;  // close() ran: the buffers are going back
+    bool aborted_ SMC_GUARDED_BY(mutex_) = false; // the peer broke the protocol, or died
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
     std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;

@@ -26,11 +26,16 @@ SocketImpl::~SocketImpl()
     close();
 }
 
-void SocketImpl::startSmcd(net::SmcdSetup setup)
+Result<void> SocketImpl::startSmcd(net::SmcdSetup setup)
 {
-    smcd_ = std::make_unique<net::SmcdConnection>(stack_, std::move(setup), [this] { refresh(); });
+    Result<std::unique_ptr<net::SmcdConnection>> conn =
+        net::SmcdConnection::create(stack_, std::move(setup), [this] { refresh(); });
+    if (!conn)
+        return conn.error();
+    smcd_ = std::move(*conn);
     // After CLC nothing more comes on the TCP socket: readable means the peer ended it.
     tcpWatch_ = stack_.executor().watch(tcp_.get(), [this] { onTcpReadable(); });
+    return {};
 }
 
 void SocketImpl::onTcpReadable() noexcept
@@ -187,9 +192,13 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
         stack.enroll(impl);
         return impl;
     }
-    stack.countSmcd(server);
     auto impl = std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
-    impl->startSmcd(std::move(std::get<net::SmcdSetup>(*outcome)));
+    if (Result<void> started = impl->startSmcd(std::move(std::get<net::SmcdSetup>(*outcome)));
+        !started) {
+        stack.countHandshakeError();
+        return started.error();
+    }
+    stack.countSmcd(server);
     stack.enroll(impl);
     return impl;
 }

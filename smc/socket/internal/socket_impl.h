@@ -25,7 +25,8 @@ public:
     ~SocketImpl();
 
     // SMC-D from here on; watches the TCP socket for the peer's end.
-    void startSmcd(net::SmcdSetup setup);
+    // Errors: SmcdConnection::create's.
+    Result<void> startSmcd(net::SmcdSetup setup);
 
     Result<std::size_t> send(std::span<const std::byte> data);
     Result<std::size_t> recv(std::span<std::byte> into);
