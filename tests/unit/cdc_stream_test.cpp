@@ -160,6 +160,12 @@ struct WindowCase {
     bool peerWriteBlocked, peerAsks, want;
 };
 
+void PrintTo(const WindowCase& c, std::ostream* os)
+{
+    *os << "written " << c.written << " consumed " << c.consumed << " blocked "
+        << c.peerWriteBlocked << " asks " << c.peerAsks;
+}
+
 class WindowTest : public ::testing::TestWithParam<WindowCase>
 {
 };
@@ -237,6 +243,11 @@ struct CraftedCase {
     Cursor producer, consumer;
     CdcErrc error;
 };
+
+void PrintTo(const CraftedCase& c, std::ostream* os)
+{
+    *os << c.what;
+}
 
 class CraftedTest : public ::testing::TestWithParam<CraftedCase>
 {
