@@ -32,7 +32,7 @@ void fail(int line)
     std::fprintf(stderr, "INVARIANT cdc_fuzz.cpp:%d\n", line);
     std::abort();
 }
-#define check(ok)                                                                                  \
+#define CDC_FUZZ_CHECK(ok)                                                                         \
     do {                                                                                           \
         if (!(ok))                                                                                 \
             fail(__LINE__);                                                                        \
@@ -77,10 +77,10 @@ Snapshot snap(const CdcStream& s)
 
 void invariants(const CdcStream& s)
 {
-    check(s.readable() <= s.ringSize());
-    check(s.sendSpace() <= s.peerRingSize());
-    check(s.toConfirm() + s.readable() <= s.ringSize());
-    check(s.consumer().count < s.ringSize() && s.producer().count < s.peerRingSize());
+    CDC_FUZZ_CHECK(s.readable() <= s.ringSize());
+    CDC_FUZZ_CHECK(s.sendSpace() <= s.peerRingSize());
+    CDC_FUZZ_CHECK(s.toConfirm() + s.readable() <= s.ringSize());
+    CDC_FUZZ_CHECK(s.consumer().count < s.ringSize() && s.producer().count < s.peerRingSize());
 }
 
 void deliver(CdcStream& s, const CdcMessage& m)
@@ -88,13 +88,15 @@ void deliver(CdcStream& s, const CdcMessage& m)
     const Snapshot before = snap(s);
     const smc::Result<void> r = s.onPeerCdc(m);
     if (!r) {
-        check(snap(s) == before);
-        check(r.error() == std::errc::protocol_error);
+        CDC_FUZZ_CHECK(snap(s) == before);
+        CDC_FUZZ_CHECK(r.error() == std::errc::protocol_error);
     } else if (!m.producerFlags.failoverValidation) {
         // Accepted cursors only move forward, at most one ring.
-        check(validateCursor(s.ringSize(), before.peerProducer, s.peerProducer()).has_value());
-        check(validateCursor(s.peerRingSize(), before.peerConsumer, s.peerConsumer()).has_value());
-        check(s.readable() >= before.readable && s.sendSpace() >= before.sendSpace);
+        CDC_FUZZ_CHECK(
+            validateCursor(s.ringSize(), before.peerProducer, s.peerProducer()).has_value());
+        CDC_FUZZ_CHECK(
+            validateCursor(s.peerRingSize(), before.peerConsumer, s.peerConsumer()).has_value());
+        CDC_FUZZ_CHECK(s.readable() >= before.readable && s.sendSpace() >= before.sendSpace);
     }
     invariants(s);
 }
@@ -104,13 +106,13 @@ void roundTrip(const std::uint8_t* raw, const CdcMessage& m)
 {
     const auto wire = encodeSmcr(m);
     const smc::Result<CdcMessage> again = decodeSmcr(wire);
-    check(again.has_value() && *again == m);
+    CDC_FUZZ_CHECK(again.has_value() && *again == m);
     static constexpr std::size_t kFields[] = {0,  1,  2,  3,  4,  5,  6,  7,  10, 11,
                                               12, 13, 14, 15, 18, 19, 20, 21, 22, 23};
     for (const std::size_t i : kFields)
-        check(std::to_integer<std::uint8_t>(wire[i]) == raw[i]);
-    check(std::to_integer<std::uint8_t>(wire[24]) == (raw[24] & 0xf8));
-    check(std::to_integer<std::uint8_t>(wire[25]) == (raw[25] & 0xe0));
+        CDC_FUZZ_CHECK(std::to_integer<std::uint8_t>(wire[i]) == raw[i]);
+    CDC_FUZZ_CHECK(std::to_integer<std::uint8_t>(wire[24]) == (raw[24] & 0xf8));
+    CDC_FUZZ_CHECK(std::to_integer<std::uint8_t>(wire[25]) == (raw[25] & 0xe0));
 }
 
 } // namespace
@@ -151,8 +153,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (clamp)
                 n = std::min(n, s.sendSpace());
             k = s.sendSpace();
-            check(s.produce(n).has_value() == (n <= k));
-            check(s.sendSpace() == (n <= k ? k - n : k));
+            CDC_FUZZ_CHECK(s.produce(n).has_value() == (n <= k));
+            CDC_FUZZ_CHECK(s.sendSpace() == (n <= k ? k - n : k));
             break;
         case 2:
             if (!in.u16(n))
@@ -160,20 +162,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (clamp)
                 n = std::min(n, s.readable());
             k = s.readable();
-            check(s.consume(n).has_value() == (n <= k));
-            check(s.readable() == (n <= k ? k - n : k));
+            CDC_FUZZ_CHECK(s.consume(n).has_value() == (n <= k));
+            CDC_FUZZ_CHECK(s.readable() == (n <= k ? k - n : k));
             break;
         case 3: {
             if (!in.u16(n))
                 return 0;
             const Cursor producer = s.producer(), consumer = s.consumer();
             const CdcMessage m = s.nextCdc(n);
-            check(m.producer == producer && m.consumer == consumer);
-            check(s.advertised() == consumer && s.toConfirm() == 0);
-            check(m.connFlags == s.sentConnFlags());
+            CDC_FUZZ_CHECK(m.producer == producer && m.consumer == consumer);
+            CDC_FUZZ_CHECK(s.advertised() == consumer && s.toConfirm() == 0);
+            CDC_FUZZ_CHECK(m.connFlags == s.sentConnFlags());
             const auto wire = encodeSmcr(m);
             const smc::Result<CdcMessage> again = decodeSmcr(wire);
-            check(again.has_value() && *again == m);
+            CDC_FUZZ_CHECK(again.has_value() && *again == m);
             break;
         }
         case 4: {
@@ -188,7 +190,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             m.consumer = advance(s.peerConsumer(), std::min(k, unconsumed), s.peerRingSize());
             m.producerFlags = producerFlagsFrom(*op & 0xf0);
             m.producerFlags.failoverValidation = false;
-            check(s.onPeerCdc(m).has_value()); // an honest peer is never refused
+            CDC_FUZZ_CHECK(s.onPeerCdc(m).has_value()); // an honest peer is never refused
             invariants(s);
             break;
         }
@@ -199,7 +201,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             const CdcMessage raw = readSmcd(head);
             publishSmcd(head, raw);
             const CdcMessage m = readSmcd(head);
-            check(m == raw);
+            CDC_FUZZ_CHECK(m == raw);
             deliver(s, m);
             break;
         }
