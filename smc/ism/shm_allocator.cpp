@@ -58,10 +58,13 @@ std::shared_ptr<std::byte> ShmAllocator::allocate(std::size_t bytes) noexcept
         return nullptr;
     auto* address = static_cast<std::byte*>(p);
     try {
-        {
-            MutexLocker lock(state_->mutex);
-            state_->regions[address] = State::Region{std::move(*fd), bytes};
-        }
+        MutexLocker lock(state_->mutex);
+        state_->regions[address] = State::Region{std::move(*fd), bytes};
+    } catch (const std::bad_alloc&) {
+        ::munmap(address, bytes); // the memfd went with the Region that was not inserted
+        return nullptr;
+    }
+    try {
         // The deleter forgets the region (closing its memfd) and unmaps; the
         // state it holds outlives the allocator if need be.
         return {address, [state = state_, bytes](std::byte* q) {
@@ -77,11 +80,7 @@ std::shared_ptr<std::byte> ShmAllocator::allocate(std::size_t bytes) noexcept
                     ::munmap(q, bytes);
                 }};
     } catch (const std::bad_alloc&) {
-        // The map node or the control block could not be had. If the
-        // shared_ptr constructor threw, it already ran the deleter.
-        MutexLocker lock(state_->mutex);
-        if (state_->regions.erase(address) != 0)
-            ::munmap(address, bytes);
+        // No control block: the shared_ptr constructor already ran the deleter.
         return nullptr;
     }
 }

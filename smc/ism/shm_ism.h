@@ -160,7 +160,9 @@ public:
     // runs as another user), IsmErrc::AttachRefused, IsmErrc::BadReply,
     // IsmErrc::BadSharedMemory (not sealed SHRINK|GROW, size not as
     // announced), IsmErrc::BadEventFd, timed_out, the errno of socket,
-    // connect, send, recvmsg or mmap.
+    // connect, send, recvmsg or mmap. Not from the executor's epoll thread
+    // (it serves this process's devices: an attach to one of them would
+    // wait for itself until the timeout).
     Result<RemoteDmb> attachRemote(const IsmGid& owner, DmbToken token,
                                    std::chrono::milliseconds timeout) const;
 
