@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "tests/unit/shm_ism_support.h"
@@ -107,6 +110,30 @@ TEST_F(HostileOwner, ASocketOfAnotherProcessIsNotTheOwner)
                   sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get()});
               }).error(),
               IsmErrc::OwnerMismatch);
+}
+
+// Requesters that connect and never ask hold at most ShmIsm::kMaxPending
+// slots: the epoll thread never waits for them, and a real attach still works.
+TEST(ShmIsmServer, SilentRequestersDoNotWedgeTheOwner)
+{
+    Device owner, peer;
+    const IsmGid o = owner.ism->localGid();
+    const std::string name = shm::socketName(o);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, name.data(), name.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+    std::vector<UniqueFd> silent;
+    for (std::size_t i = 0; i < ShmIsm::kMaxPending + 36; ++i) {
+        silent.emplace_back(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+        ASSERT_EQ(::connect(silent.back().get(), reinterpret_cast<sockaddr*>(&addr), len), 0);
+    }
+    Dmb dmb = makeDmb(*owner.ism);
+    ASSERT_TRUE(owner.ism->grant(dmb.token, peer.ism->localGid()));
+    Result<RemoteDmb> remote = peer.ism->attachRemote(o, dmb.token, kTimeout);
+    ASSERT_TRUE(remote) << remote.error().message();
+    EXPECT_EQ(owner.ism->stats().attachesServed, 1u);
+    EXPECT_GE(owner.ism->stats().attachesRefused, 36u); // the oldest silent ones, dropped
 }
 
 } // namespace
