@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // pingpong: round-trip latency between two processes, SMC-D and TCP side by side.
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -94,8 +94,8 @@ int main(int argc, char** argv)
         out.open(csv);
         out << "transport,msg_bytes,p50_us,p99_us\n";
     }
-    std::printf("%10s %10s %10s %10s %10s %10s\n", "msg_bytes", "smcd p50", "smcd p99",
-                "tcp p50", "tcp p99", "p50 s/t");
+    std::printf("%10s %10s %10s %10s %10s %10s\n", "msg_bytes", "smcd p50", "smcd p99", "tcp p50",
+                "tcp p99", "p50 s/t");
     for (unsigned bytes : sizes) {
         const auto smcd = pingpongCell(**stack, peer, Transport::SmcD, bytes, seconds);
         const auto tcp = pingpongCell(**stack, peer, Transport::Tcp, bytes, seconds);

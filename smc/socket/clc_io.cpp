@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 
@@ -26,8 +27,8 @@ Result<std::size_t> peek(int fd, std::span<std::byte> into, Deadline deadline)
             return lastError();
         if (n > 0) {
             // Some bytes, not all: wait for more without spinning on the same ones.
-            Result<short> r = waitFor(fd, POLLIN, std::min(deadline, Clock::now() +
-                                                                         std::chrono::milliseconds(1)));
+            Result<short> r = waitFor(
+                fd, POLLIN, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
             if (!r && Clock::now() >= deadline)
                 return r.error();
             continue;
@@ -62,8 +63,9 @@ Result<void> readExactly(int fd, std::span<std::byte> into, Deadline deadline)
 
 Result<bool> startsWithClc(int fd, Deadline deadline)
 {
-    std::array<std::byte, clc::kHeaderSize> head{};
-    // The header decides: eyecatcher (4 bytes), type (1), version (byte 7).
+    // The eyecatcher and the type decide; a bad length or version after them is malformed
+    // CLC (declined), not someone else's protocol.
+    std::array<std::byte, 5> head{};
     for (std::size_t want = 1; want <= head.size(); ++want) {
         Result<std::size_t> n = peek(fd, std::span(head).first(want), deadline);
         if (!n)
@@ -81,8 +83,18 @@ Result<clc::Message> readClc(int fd, Deadline deadline)
     if (!peeked)
         return peeked.error();
     Result<std::size_t> size = clc::messageSize(head);
-    if (!size)
+    if (!size) {
+        // A header whose length or version does not fit: the sender's framing is its
+        // length field, so that many bytes (at least the header) go, and the stream stays
+        // where the sender thinks it is.
+        const std::size_t claimed =
+            std::max<std::size_t>(clc::kHeaderSize, std::to_integer<std::size_t>(head[5]) << 8 |
+                                                        std::to_integer<std::size_t>(head[6]));
+        std::vector<std::byte> junk(claimed);
+        if (Result<void> r = readExactly(fd, junk, deadline); !r)
+            return r.error();
         return size.error();
+    }
     // The length field is 16 bits: a message is at most 64 KiB, read whole.
     std::vector<std::byte> bytes(*size);
     if (Result<void> r = readExactly(fd, bytes, deadline); !r)

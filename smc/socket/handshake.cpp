@@ -114,7 +114,8 @@ bool usable(SmcStack& stack, const clc::AcceptConfirm& m)
 
 Result<RemoteDmb> mapPeer(SmcStack& stack, const clc::SmcdAcceptConfirm& d, Deadline deadline)
 {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     Result<RemoteDmb> peer =
         stack.device().attachRemote({d.gid, d.gidExt}, d.token, std::max(left, 1ms));
     if (peer && peer->size() != classBytes(d.dmbeSize))
@@ -157,8 +158,8 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return decline(stack, fd, clc::DeclineCode::Mem, version, deadline);
     }
     const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
-    clc::Confirm confirm{ourDmb(stack, *rmb, groupIdFrom(server), accept->firstContact,
-                                server.eid, release)};
+    clc::Confirm confirm{
+        ourDmb(stack, *rmb, groupIdFrom(server), accept->firstContact, server.eid, release)};
     if (Result<void> sent = writeClc(fd, confirm, deadline); !sent) {
         (void)stack.device().revoke((*rmb)->dmbToken());
         (void)stack.pool().release(*rmb);

@@ -21,7 +21,8 @@ Result<ReadyFd> ReadyFd::create()
     return ReadyFd(UniqueFd(fds[0]), UniqueFd(fds[1]));
 }
 
-ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours) noexcept : app_(std::move(app)), ours_(std::move(ours))
+ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours) noexcept
+    : app_(std::move(app)), ours_(std::move(ours))
 {
 }
 

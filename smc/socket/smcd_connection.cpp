@@ -37,8 +37,7 @@ long futex(std::byte* head, int op, std::uint32_t value, const timespec* timeout
 
 } // namespace
 
-Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup,
-                                                                std::function<void()> onReadiness)
+Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup)
 {
     Result<cdc::CdcStream> stream = std::make_error_code(std::errc::invalid_argument);
     if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
@@ -48,14 +47,11 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, 
         (void)stack.pool().release(setup.rmb);
         return std::make_error_code(std::errc::invalid_argument);
     }
-    return std::unique_ptr<SmcdConnection>(
-        new SmcdConnection(stack, std::move(setup), std::move(onReadiness), *stream));
+    return std::unique_ptr<SmcdConnection>(new SmcdConnection(stack, std::move(setup), *stream));
 }
 
-SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, std::function<void()> onReadiness,
-                               cdc::CdcStream stream)
-    : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), onReadiness_(std::move(onReadiness)),
-      stream_(stream)
+SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream)
+    : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), stream_(stream)
 {
 }
 
@@ -137,8 +133,6 @@ void SmcdConnection::wakeOwn() noexcept
 {
     word(ownHead(), kSeqOffset).fetch_add(1, std::memory_order_seq_cst);
     futex(ownHead(), FUTEX_WAKE, INT_MAX, nullptr);
-    if (onReadiness_)
-        onReadiness_();
 }
 
 Result<void> SmcdConnection::wait(std::uint32_t seen, Deadline deadline) noexcept

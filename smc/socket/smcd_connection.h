@@ -4,13 +4,13 @@
 
 #include <atomic>
 #include <cstddef>
-#include <functional>
 #include <span>
 
 #include "base/mutex.h"
 #include "smc/cdc/cdc_close.h"
 #include "smc/cdc/cdc_stream.h"
 #include "smc/socket/handshake.h"
+#include "smc/socket/tcp.h"
 
 namespace smc::net
 {
@@ -31,11 +31,8 @@ namespace smc::net
 class SmcdConnection
 {
 public:
-    // `onReadiness` is told (on any thread, under no lock of ours) when readable() or
-    // writable() may have changed; it must not block.
     // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
-    static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
-                                                          std::function<void()> onReadiness);
+    static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup);
     // Aborts if still open, then gives everything back.
     ~SmcdConnection();
     SmcdConnection(const SmcdConnection&) = delete;
@@ -61,8 +58,7 @@ public:
     void drainEvents() noexcept;
 
 private:
-    SmcdConnection(SmcStack& stack, SmcdSetup setup, std::function<void()> onReadiness,
-                   cdc::CdcStream stream);
+    SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream);
     std::byte* ownHead() const noexcept { return rmb_->data(); }
     std::byte* peerHead() const noexcept { return peer_.peer.data(); }
     std::span<std::byte> ownRing() const noexcept;
@@ -85,7 +81,6 @@ private:
     SmcStack& stack_;
     BufferRef rmb_;
     SmcdSetup peer_;
-    std::function<void()> onReadiness_;
 
     Mutex sendMutex_; // one sender at a time (the copy into the peer's ring)
     Mutex recvMutex_; // one receiver at a time (the copy out of ours)

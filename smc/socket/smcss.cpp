@@ -45,8 +45,8 @@ std::string smcssTable(const std::vector<ConnectionInfo>& connections)
         std::snprintf(prod, sizeof prod, "%u:%u", c.producerWrap, c.producerCount);
         std::snprintf(cons, sizeof cons, "%u:%u", c.consumerWrap, c.consumerCount);
         std::snprintf(line, sizeof line, "%-14s %-22s %-22s %-16s %8zu %8zu %12s %12s\n",
-                      c.state.c_str(), c.local.c_str(), c.peer.c_str(), mode(c).c_str(),
-                      c.rmbBytes, c.peerRmbBytes, prod, cons);
+                      c.state.c_str(), c.local.c_str(), c.peer.c_str(), mode(c).c_str(), c.rmbBytes,
+                      c.peerRmbBytes, prod, cons);
         o << line;
     }
     return o.str();
@@ -61,8 +61,8 @@ std::string smcssJson(const std::vector<ConnectionInfo>& connections, const Stac
         o << (i ? ", " : "") << "{\"state\": \"" << c.state << "\", \"mode\": \""
           << (c.transport == Transport::SmcD ? "SMCD" : "TCP") << "\", \"fallback\": "
           << (c.fallback ? '"' + std::string(clc::toString(*c.fallback)) + '"' : "null")
-          << ", \"role\": \"" << (c.server ? "server" : "client") << "\", \"local\": \""
-          << c.local << "\", \"peer\": \"" << c.peer << "\", \"rmb_bytes\": " << c.rmbBytes
+          << ", \"role\": \"" << (c.server ? "server" : "client") << "\", \"local\": \"" << c.local
+          << "\", \"peer\": \"" << c.peer << "\", \"rmb_bytes\": " << c.rmbBytes
           << ", \"peer_rmb_bytes\": " << c.peerRmbBytes << ", \"dmb_token\": " << c.dmbToken
           << ", \"peer_dmb_token\": " << c.peerDmbToken << ", \"producer\": [" << c.producerWrap
           << ", " << c.producerCount << "], \"consumer\": [" << c.consumerWrap << ", "

@@ -29,7 +29,7 @@ SocketImpl::~SocketImpl()
 Result<void> SocketImpl::startSmcd(net::SmcdSetup setup)
 {
     Result<std::unique_ptr<net::SmcdConnection>> conn =
-        net::SmcdConnection::create(stack_, std::move(setup), [this] { refresh(); });
+        net::SmcdConnection::create(stack_, std::move(setup));
     if (!conn)
         return conn.error();
     smcd_ = std::move(*conn);
@@ -51,8 +51,12 @@ void SocketImpl::onTcpReadable() noexcept
 void SocketImpl::refresh() noexcept
 {
     net::ReadyFd* ready = readyFd_.load(std::memory_order_acquire);
-    if (ready != nullptr && smcd_ && !closed_)
-        ready->set(smcd_->readable(), smcd_->writable());
+    if (ready == nullptr || !smcd_ || closed_)
+        return;
+    // Look and set as one step: the application's thread and the epoll thread both refresh,
+    // and an older look set after a newer one would lose a wakeup.
+    MutexLocker lock(refreshMutex_);
+    ready->set(smcd_->readable(), smcd_->writable());
 }
 
 Result<std::size_t> SocketImpl::send(std::span<const std::byte> data)
@@ -175,7 +179,8 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
 {
     if (options.mode == Mode::Tcp) {
         stack.countTcpForced();
-        auto impl = std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
+        auto impl =
+            std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
         stack.enroll(impl);
         return impl;
     }

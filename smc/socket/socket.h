@@ -23,8 +23,9 @@ class ListenerImpl;
 
 enum class Shutdown : std::uint8_t { Read, Write, Both };
 
-// One connection. Move-only: closing or destroying the handle ends the connection. Calls from several threads are allowed: one sender
-// and one receiver may run at once (sends are serialised among themselves, receives too).
+// One connection. Move-only: closing or destroying the handle ends the connection. Calls from
+// several threads are allowed: one sender and one receiver may run at once (sends are serialised
+// among themselves, receives too).
 //
 // Errors, for every call below besides its own: not_connected (closed or never connected),
 // connection_reset (the peer aborted, or died), broken_pipe (send after shutdown(Write) or

@@ -23,11 +23,12 @@ using namespace smc;
 
 int usage()
 {
-    std::fprintf(stderr,
-                 "usage: smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] HOST PORT\n"
-                 "       smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] -l [HOST] PORT\n"
-                 "Copies stdin to the connection and the connection to stdout until both end\n"
-                 "(like nc -N). -v: the mode chosen on stderr; --json: the connection, smcss-style.\n");
+    std::fprintf(
+        stderr,
+        "usage: smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] HOST PORT\n"
+        "       smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] -l [HOST] PORT\n"
+        "Copies stdin to the connection and the connection to stdout until both end\n"
+        "(like nc -N). -v: the mode chosen on stderr; --json: the connection, smcss-style.\n");
     return 2;
 }
 
@@ -67,7 +68,8 @@ int pump(Socket& s)
             fds[1].events |= POLLIN;
         if (::poll(fds, 2, -1) < 0 && errno != EINTR)
             return 1;
-        if (fds[0].revents) {
+        // POLLHUP comes whether asked or not: read only when there is room for more.
+        if (fds[0].events != 0 && fds[0].revents != 0) {
             const ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
             if (n > 0) {
                 out.assign(buf.begin(), buf.begin() + n);

@@ -56,6 +56,7 @@ private:
     Mutex readyMutex_; // makes the ready fd once
     std::unique_ptr<net::ReadyFd> ready_ SMC_GUARDED_BY(readyMutex_);
     std::atomic<net::ReadyFd*> readyFd_{nullptr};
+    Mutex refreshMutex_; // one refresh at a time (see refresh())
 };
 
 } // namespace smc
