@@ -41,9 +41,9 @@ void recvAll(Socket& s, std::span<std::byte> into)
 
 // Round trips of `bytes` for `seconds`, in µs.
 std::vector<double> pingpongCell(SmcStack& stack, const PeerProcess& peer, Transport t,
-                                 std::uint32_t bytes, double seconds)
+                                 unsigned busyPoll, std::uint32_t bytes, double seconds)
 {
-    Result<Socket> s = Socket::connect(stack, "127.0.0.1", peer.port(t), optionsFor(t));
+    Result<Socket> s = Socket::connect(stack, "127.0.0.1", peer.port(t), optionsFor(t, busyPoll));
     if (!s)
         die("connect", s.error());
     if (s->transport() != t)
@@ -77,15 +77,17 @@ int main(int argc, char** argv)
     double seconds = 1.0;
     std::vector<unsigned> sizes = {64, 1024, 16384, 65536};
     std::string csv;
-    Args args("[--seconds S] [--sizes B,B,...] [--csv FILE]\n"
+    unsigned busyPoll = 20;
+    Args args("[--seconds S] [--sizes B,B,...] [--csv FILE] [--busy-poll US]\n"
               "One connection per cell to a server process (this program, re-run) that echoes\n"
               "each message; round trips for S seconds, p50 and p99 in microseconds.\n");
     args.real("--seconds", seconds, 0, 3600)
         .wholeList("--sizes", sizes, 1, 16u << 20)
-        .text("--csv", csv);
+        .text("--csv", csv)
+        .whole("--busy-poll", busyPoll, 0, 1'000'000);
     args.parse(argc, argv);
 
-    PeerProcess peer(argv[0]);
+    PeerProcess peer(argv[0], busyPoll);
     Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
     if (!stack)
         die("smc stack", stack.error());
@@ -97,8 +99,8 @@ int main(int argc, char** argv)
     std::printf("%10s %10s %10s %10s %10s %10s\n", "msg_bytes", "smcd p50", "smcd p99", "tcp p50",
                 "tcp p99", "p50 s/t");
     for (unsigned bytes : sizes) {
-        const auto smcd = pingpongCell(**stack, peer, Transport::SmcD, bytes, seconds);
-        const auto tcp = pingpongCell(**stack, peer, Transport::Tcp, bytes, seconds);
+        const auto smcd = pingpongCell(**stack, peer, Transport::SmcD, busyPoll, bytes, seconds);
+        const auto tcp = pingpongCell(**stack, peer, Transport::Tcp, busyPoll, bytes, seconds);
         const double s50 = percentile(smcd, 0.5), s99 = percentile(smcd, 0.99);
         const double t50 = percentile(tcp, 0.5), t99 = percentile(tcp, 0.99);
         std::printf("%10u %10.1f %10.1f %10.1f %10.1f %9.2fx\n", bytes, s50, s99, t50, t99,

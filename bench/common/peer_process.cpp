@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <thread>
@@ -82,9 +83,10 @@ void acceptLoop(Listener& l)
 
 } // namespace
 
-SocketOptions optionsFor(Transport transport)
+SocketOptions optionsFor(Transport transport, unsigned busyPollUs)
 {
     SocketOptions o;
+    o.busyPoll = std::chrono::microseconds(busyPollUs);
     o.mode = transport == Transport::SmcD ? Mode::SmcD : Mode::Tcp;
     o.rmbBytes = 1 << 20; // as the kernel's loopback-ism numbers were taken (notes §6)
     return o;
@@ -92,13 +94,16 @@ SocketOptions optionsFor(Transport transport)
 
 bool servePeerIfAsked(int argc, char** argv)
 {
-    if (argc < 2 || std::string_view(argv[1]) != "--serve")
+    if (argc < 3 || std::string_view(argv[1]) != "--serve")
         return false;
+    const auto busyPoll = static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10));
     Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
     if (!stack)
         die("smc stack", stack.error());
-    Result<Listener> smc = Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::SmcD));
-    Result<Listener> tcp = Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::Tcp));
+    Result<Listener> smc =
+        Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::SmcD, busyPoll));
+    Result<Listener> tcp =
+        Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::Tcp, busyPoll));
     if (!smc || !tcp)
         die("listen", smc ? tcp.error() : smc.error());
     std::printf("%u %u\n", smc->port(), tcp->port());
@@ -115,8 +120,9 @@ bool servePeerIfAsked(int argc, char** argv)
     std::_Exit(0); // connection threads may still run: no destructors under them
 }
 
-PeerProcess::PeerProcess(const char* self)
+PeerProcess::PeerProcess(const char* self, unsigned busyPollUs)
 {
+    const std::string busyPoll = std::to_string(busyPollUs);
     int in[2], out[2];
     if (::pipe(in) != 0 || ::pipe(out) != 0)
         die("pipe", {errno, std::generic_category()});
@@ -128,7 +134,7 @@ PeerProcess::PeerProcess(const char* self)
         ::dup2(out[1], STDOUT_FILENO);
         ::close(in[1]);
         ::close(out[0]);
-        ::execl(self, self, "--serve", static_cast<char*>(nullptr));
+        ::execl(self, self, "--serve", busyPoll.c_str(), static_cast<char*>(nullptr));
         std::_Exit(127);
     }
     ::close(in[0]);

@@ -18,7 +18,7 @@ enum class PeerCommand : char {
     Echo = 'E', // then a 4-byte message size: echo every message of that size until EOF
 };
 
-// The serving side: if argv says "--serve", listen on 127.0.0.1 (one SMC listener, one
+// The serving side: if argv says "--serve BUSY_POLL_US", listen on 127.0.0.1 (one SMC listener, one
 // plain TCP listener), print both ports on stdout, serve until stdin closes, and return true
 // (main then exits). Else false.
 bool servePeerIfAsked(int argc, char** argv);
@@ -28,7 +28,8 @@ bool servePeerIfAsked(int argc, char** argv);
 class PeerProcess
 {
 public:
-    explicit PeerProcess(const char* self);
+    // `busyPollUs`: SocketOptions::busyPoll of the server's SMC-D connections.
+    PeerProcess(const char* self, unsigned busyPollUs);
     ~PeerProcess();
     PeerProcess(const PeerProcess&) = delete;
     PeerProcess& operator=(const PeerProcess&) = delete;
@@ -46,6 +47,6 @@ private:
 };
 
 // Options a benchmark socket uses for `transport`: SMC-D, or TCP forced on both ends.
-SocketOptions optionsFor(Transport transport);
+SocketOptions optionsFor(Transport transport, unsigned busyPollUs);
 
 } // namespace smc::bench

@@ -37,7 +37,8 @@ long futex(std::byte* head, int op, std::uint32_t value, const timespec* timeout
 
 } // namespace
 
-Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup)
+Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup,
+                                                               std::chrono::microseconds busyPoll)
 {
     Result<cdc::CdcStream> stream = std::make_error_code(std::errc::invalid_argument);
     if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
@@ -47,11 +48,13 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, 
         (void)stack.pool().release(setup.rmb);
         return std::make_error_code(std::errc::invalid_argument);
     }
-    return std::unique_ptr<SmcdConnection>(new SmcdConnection(stack, std::move(setup), *stream));
+    return std::unique_ptr<SmcdConnection>(
+        new SmcdConnection(stack, std::move(setup), *stream, busyPoll));
 }
 
-SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream)
-    : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), stream_(stream)
+SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
+                               std::chrono::microseconds busyPoll)
+    : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), busyPoll_(busyPoll), stream_(stream)
 {
 }
 
@@ -147,6 +150,15 @@ Result<void> SmcdConnection::wait(std::uint32_t seen, Deadline deadline) noexcep
         ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
         ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
         timeout = &ts;
+    }
+    // A short spin first: a peer that answers within microseconds (a ping-pong, a ring
+    // drained by a running reader) is seen without a futex round trip and two context
+    // switches; past busyPoll_ we sleep, so an idle connection costs no CPU.
+    const auto spinUntil = std::min(deadline, Clock::now() + busyPoll_);
+    while (Clock::now() < spinUntil) {
+        if (word(ownHead(), kSeqOffset).load(std::memory_order_acquire) != seen)
+            return {};
+        __builtin_ia32_pause();
     }
     auto sleepers = word(ownHead(), kWaitOffset);
     sleepers.fetch_add(1, std::memory_order_seq_cst);

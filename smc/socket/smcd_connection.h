@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <span>
 
@@ -31,8 +32,10 @@ namespace smc::net
 class SmcdConnection
 {
 public:
+    // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
     // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
-    static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup);
+    static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
+                                                          std::chrono::microseconds busyPoll);
     // Aborts if still open, then gives everything back.
     ~SmcdConnection();
     SmcdConnection(const SmcdConnection&) = delete;
@@ -58,7 +61,8 @@ public:
     void drainEvents() noexcept;
 
 private:
-    SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream);
+    SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
+                   std::chrono::microseconds busyPoll);
     std::byte* ownHead() const noexcept { return rmb_->data(); }
     std::byte* peerHead() const noexcept { return peer_.peer.data(); }
     std::span<std::byte> ownRing() const noexcept;
@@ -81,6 +85,7 @@ private:
     SmcStack& stack_;
     BufferRef rmb_;
     SmcdSetup peer_;
+    const std::chrono::microseconds busyPoll_;
 
     Mutex sendMutex_; // one sender at a time (the copy into the peer's ring)
     Mutex recvMutex_; // one receiver at a time (the copy out of ours)

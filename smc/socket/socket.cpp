@@ -29,7 +29,7 @@ SocketImpl::~SocketImpl()
 Result<void> SocketImpl::startSmcd(net::SmcdSetup setup)
 {
     Result<std::unique_ptr<net::SmcdConnection>> conn =
-        net::SmcdConnection::create(stack_, std::move(setup));
+        net::SmcdConnection::create(stack_, std::move(setup), options_.busyPoll);
     if (!conn)
         return conn.error();
     smcd_ = std::move(*conn);
