@@ -28,7 +28,9 @@ bool reaches(const LocalIsm& d, const IsmOffer& o)
 {
     if (d.chid != o.chid)
         return false;
-    return !isEmulatedChid(d.chid) || (d.gid == o.gid && d.gidExt == o.gidExt);
+    if (!isEmulatedChid(d.chid))
+        return true;
+    return d.gid == o.gid && (d.hostWide || d.gidExt == o.gidExt);
 }
 
 // Linux smc_clc_match_eid: the system EID if both sides enabled it and agree, else the first

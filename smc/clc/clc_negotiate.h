@@ -19,6 +19,9 @@ struct LocalIsm {
     std::uint64_t gid = 0;
     std::uint64_t gidExt = 0; // emulated devices only
     std::uint16_t chid = 0;
+    // An emulated device shared by the host's processes (cross-process loopback-ism): `gid`
+    // names the host and `gidExt` the process, so it reaches any offer with our `gid`.
+    bool hostWide = false;
 };
 
 // An address of the TCP connection's local interface with its prefix length.
@@ -72,11 +75,11 @@ using Negotiation = std::variant<Choice, DeclineCode>;
 // What the server answers a PROPOSAL with, trying SMC-Dv2, then SMC-Dv1, then SMC-Rv1 (the
 // order of Linux's smc_listen_find_device) and declining with the first reason it found.
 // An SMC-D device is taken when its CHID is the offered one; an emulated one (loopback-ism)
-// reaches only itself, so its GIDs must be the offered ones too. A native device's reach
-// cannot be seen here: the caller still asks the device (query_remote_gid). SMC-Rv2 offers
-// are not taken (no route and gateway checks here): NoSmcrDev.
-// Returns a Choice, or one of these decline reasons: PeerNoSmc, NoIsm2Supp, NoUeid,
-// NoSmcd2Dev, DiffPrefix, NoSmcdDev, NoSmcrDev, NoSmcDev.
+// reaches only itself, so its GIDs must be the offered ones too (a host-wide one: its gid). A
+// native device's reach cannot be seen here: the caller still asks the device (query_remote_gid).
+// SMC-Rv2 offers are not taken (no route and gateway checks here): NoSmcrDev. Returns a Choice, or
+// one of these decline reasons: PeerNoSmc, NoIsm2Supp, NoUeid, NoSmcd2Dev, DiffPrefix, NoSmcdDev,
+// NoSmcrDev, NoSmcDev.
 Negotiation negotiate(const Capabilities& ours, const Proposal& proposal);
 
 } // namespace smc::clc

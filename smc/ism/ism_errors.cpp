@@ -18,6 +18,18 @@ const char* ismMessage(IsmErrc e) noexcept
         return "no DMB is registered under that token";
     case IsmErrc::OutOfBounds:
         return "access beyond the end of the DMB";
+    case IsmErrc::PeerUnreachable:
+        return "no ISM device listens under that GID on this host";
+    case IsmErrc::AttachRefused:
+        return "the DMB's owner refused the attach";
+    case IsmErrc::OwnerMismatch:
+        return "the ISM socket is not served by the GID's process of this user";
+    case IsmErrc::BadReply:
+        return "missing or malformed attach reply from the DMB's owner";
+    case IsmErrc::BadSharedMemory:
+        return "the DMB's owner sent no sealed memfd of the announced size";
+    case IsmErrc::BadEventFd:
+        return "the DMB's owner sent a signal fd that is not an eventfd";
     }
     return nullptr;
 }

@@ -11,6 +11,13 @@ enum class IsmErrc {
     DmbLimitReached = 1, // the ISM device has no free DMB slot (a smaller class may fit)
     UnknownToken,        // no DMB is registered under that token
     OutOfBounds,         // a DMB access beyond its end
+    // Cross-process loopback-ism (ShmIsm::attachRemote):
+    PeerUnreachable, // no ISM device listens under that GID (another host, gone, other netns)
+    AttachRefused,   // the owner said no (no such grant for us, grant used, wrong user or pid)
+    OwnerMismatch,   // the GID's socket is not served by that GID's process of our user
+    BadReply,        // the owner's reply is missing or malformed (size, magic, token, fds)
+    BadSharedMemory, // the DMB fd is not a memfd sealed against shrink/grow of the announced size
+    BadEventFd,      // the signal fd the owner sent is not an eventfd
 };
 
 // DmbLimitReached is equivalent to std::errc::no_space_on_device, which makes

@@ -63,6 +63,19 @@ TEST(ClcNegotiate, LoopbackReachesOnlyItself)
               DeclineCode::NoSmcd2Dev);
 }
 
+TEST(ClcNegotiate, HostWideLoopbackReachesTheHostsOtherProcesses)
+{
+    Capabilities other = loopbackHost();
+    other.ismV2[0].gidExt ^= 1; // this process; the proposal's comes from another
+    other.ismV2[0].hostWide = true;
+    const Negotiation n = negotiate(other, decoded(proposalV2LoopbackOnly()));
+    ASSERT_TRUE(std::holds_alternative<Choice>(n));
+    EXPECT_EQ(std::get<Choice>(n).peerGidExt, kLoGidExt);
+    other.ismV2[0].gid ^= 1; // another host
+    EXPECT_EQ(declined(negotiate(other, decoded(proposalV2LoopbackOnly()))),
+              DeclineCode::NoSmcd2Dev);
+}
+
 TEST(ClcNegotiate, EidMustMatch)
 {
     Capabilities ours = loopbackHost();

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+// PeerProcess: a benchmark's server, the same program with --serve, in its own process.
+#include "bench/common/peer_process.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "bench/common/die.h"
+
+namespace smc::bench
+{
+namespace
+{
+
+bool readExactly(Socket& s, std::span<std::byte> into)
+{
+    while (!into.empty()) {
+        Result<std::size_t> n = s.recv(into);
+        if (!n || *n == 0)
+            return false;
+        into = into.subspan(*n);
+    }
+    return true;
+}
+
+bool writeAll(Socket& s, std::span<const std::byte> data)
+{
+    while (!data.empty()) {
+        Result<std::size_t> n = s.send(data);
+        if (!n)
+            return false;
+        data = data.subspan(*n);
+    }
+    return true;
+}
+
+void serve(Socket s)
+{
+    std::array<std::byte, 1> command{};
+    if (!readExactly(s, command))
+        return;
+    if (static_cast<PeerCommand>(command[0]) == PeerCommand::Sink) {
+        std::vector<std::byte> buf(1 << 20);
+        std::uint64_t total = 0;
+        for (;;) {
+            Result<std::size_t> n = s.recv(buf);
+            if (!n || *n == 0)
+                break;
+            total += *n;
+        }
+        writeAll(s, std::as_bytes(std::span(&total, 1)));
+        (void)s.shutdown(Shutdown::Write);
+        std::array<std::byte, 1> end{};
+        (void)s.recv(end); // until the client closes: then the close is orderly on both ends
+        return;
+    }
+    std::uint32_t size = 0;
+    if (!readExactly(s, std::as_writable_bytes(std::span(&size, 1))) || size > (64u << 20))
+        return;
+    std::vector<std::byte> msg(size);
+    while (readExactly(s, msg) && writeAll(s, msg)) {
+    }
+}
+
+void acceptLoop(Listener& l)
+{
+    for (;;) {
+        Result<Socket> s = l.accept();
+        if (!s)
+            return;
+        std::thread(serve, std::move(*s)).detach();
+    }
+}
+
+} // namespace
+
+SocketOptions optionsFor(Transport transport, unsigned busyPollUs)
+{
+    SocketOptions o;
+    o.busyPoll = std::chrono::microseconds(busyPollUs);
+    o.mode = transport == Transport::SmcD ? Mode::SmcD : Mode::Tcp;
+    o.rmbBytes = 1 << 20; // as the kernel's loopback-ism numbers were taken (notes §6)
+    return o;
+}
+
+bool servePeerIfAsked(int argc, char** argv)
+{
+    if (argc < 3 || std::string_view(argv[1]) != "--serve")
+        return false;
+    const auto busyPoll = static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10));
+    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
+    if (!stack)
+        die("smc stack", stack.error());
+    Result<Listener> smc =
+        Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::SmcD, busyPoll));
+    Result<Listener> tcp =
+        Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::Tcp, busyPoll));
+    if (!smc || !tcp)
+        die("listen", smc ? tcp.error() : smc.error());
+    std::printf("%u %u\n", smc->port(), tcp->port());
+    std::fflush(stdout);
+    std::thread a([&] { acceptLoop(*smc); });
+    std::thread b([&] { acceptLoop(*tcp); });
+    char c;
+    while (::read(STDIN_FILENO, &c, 1) > 0) {
+    }
+    smc->close();
+    tcp->close();
+    a.join();
+    b.join();
+    std::_Exit(0); // connection threads may still run: no destructors under them
+}
+
+PeerProcess::PeerProcess(const char* self, unsigned busyPollUs)
+{
+    const std::string busyPoll = std::to_string(busyPollUs);
+    int in[2], out[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0)
+        die("pipe", {errno, std::generic_category()});
+    pid_ = ::fork();
+    if (pid_ < 0)
+        die("fork", {errno, std::generic_category()});
+    if (pid_ == 0) {
+        ::dup2(in[0], STDIN_FILENO);
+        ::dup2(out[1], STDOUT_FILENO);
+        ::close(in[1]);
+        ::close(out[0]);
+        ::execl(self, self, "--serve", busyPoll.c_str(), static_cast<char*>(nullptr));
+        std::_Exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    toChild_ = in[1];
+    char line[64] = {};
+    std::size_t have = 0;
+    while (have + 1 < sizeof line) {
+        const ssize_t n = ::read(out[0], line + have, 1);
+        if (n <= 0 || line[have] == '\n')
+            break;
+        ++have;
+    }
+    ::close(out[0]);
+    unsigned smc = 0, tcp = 0;
+    if (std::sscanf(line, "%u %u", &smc, &tcp) != 2)
+        die("peer process", std::make_error_code(std::errc::protocol_error));
+    smcPort_ = static_cast<std::uint16_t>(smc);
+    tcpPort_ = static_cast<std::uint16_t>(tcp);
+}
+
+PeerProcess::~PeerProcess()
+{
+    ::close(toChild_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+}
+
+} // namespace smc::bench

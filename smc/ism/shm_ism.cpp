@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+// ShmIsm's DMB table: register, unregister, in-process attach and move_data, grants, revoke.
+#include "smc/ism/shm_ism.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace smc
+{
+
+namespace
+{
+std::error_code lastError() noexcept
+{
+    return {errno, std::generic_category()};
+}
+
+Result<UniqueFd> makeEventFd() noexcept
+{
+    UniqueFd fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!fd)
+        return lastError();
+    return fd;
+}
+} // namespace
+
+ShmIsm::ShmIsm(Executor& executor, IsmGid gid, UniqueFd listener)
+    : executor_(executor), gid_(gid), random_(std::random_device{}()),
+      listener_(std::move(listener)), detacher_(std::make_shared<DmbDetacher>(*this))
+{
+    MutexLocker lock(mutex_);
+    freeIndexes_.reserve(kMaxDmbs);
+    for (std::uint32_t i = kMaxDmbs; i-- > 0;)
+        freeIndexes_.push_back(i); // hand out low indexes first
+}
+
+ShmIsm::~ShmIsm()
+{
+    // No new connection, then no connection callback: unwatch waits for a
+    // running one. A callback that already took its entry out touches
+    // nothing of ours after that (onConnectionReadable).
+    if (listenWatch_ >= 0)
+        executor_.unwatch(listenWatch_);
+    std::map<std::uint64_t, Pending> pending;
+    {
+        MutexLocker lock(serverMutex_);
+        pending.swap(pending_);
+    }
+    for (auto& [id, p] : pending)
+        executor_.unwatch(p.watch);
+    detacher_->cut();
+}
+
+Result<void> ShmIsm::queryRemoteGid(const IsmGid& peer) const noexcept
+{
+    if (peer.gid == gid_.gid && peer.gidExt != 0)
+        return {};
+    return std::make_error_code(std::errc::host_unreachable);
+}
+
+ShmIsm::Dmb* ShmIsm::find(DmbToken token)
+{
+    auto it = dmbs_.find(token);
+    return it == dmbs_.end() ? nullptr : &it->second;
+}
+
+const ShmIsm::Dmb* ShmIsm::find(DmbToken token) const
+{
+    auto it = dmbs_.find(token);
+    return it == dmbs_.end() ? nullptr : &it->second;
+}
+
+Result<DmbInfo> ShmIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size_t size)
+{
+    if (!memory || size == 0 || !allocator_.owns(memory.get(), size))
+        return std::make_error_code(std::errc::invalid_argument);
+    Result<UniqueFd> eventFd = makeEventFd();
+    if (!eventFd)
+        return eventFd.error();
+    MutexLocker lock(mutex_);
+    if (freeIndexes_.empty())
+        return IsmErrc::DmbLimitReached;
+    // Random, nonzero, unique among live DMBs: a token is no capability (a
+    // grant is), but it should not tell a guesser anything either.
+    DmbToken token;
+    do {
+        token = random_();
+    } while (token == 0 || dmbs_.count(token) != 0);
+    Dmb dmb;
+    dmb.index = freeIndexes_.back();
+    dmb.size = size;
+    dmb.memory = std::move(memory);
+    dmb.eventFd = std::move(*eventFd);
+    DmbInfo info{token, dmb.index, dmb.memory.get(), size};
+    dmbs_.emplace(token, std::move(dmb));
+    freeIndexes_.pop_back();
+    return info;
+}
+
+// Fresh pages and a fresh eventfd for a DMB a peer process has seen.
+Result<void> ShmIsm::renew(Dmb& dmb)
+{
+    if (!dmb.exposed)
+        return {};
+    Result<UniqueFd> eventFd = makeEventFd();
+    if (!eventFd)
+        return eventFd.error();
+    if (Result<void> r = allocator_.replacePages(dmb.memory.get(), dmb.size); !r)
+        return r;
+    dmb.eventFd = std::move(*eventFd);
+    dmb.exposed = false;
+    return {};
+}
+
+Result<void> ShmIsm::unregisterDmb(DmbToken token)
+{
+    std::shared_ptr<std::byte> memory; // freed after the lock, if we held the last reference
+    MutexLocker lock(mutex_);
+    auto it = dmbs_.find(token);
+    if (it == dmbs_.end())
+        return IsmErrc::UnknownToken;
+    // Best effort: the pool frees the memory next in every path we know of,
+    // so a failure here exposes nothing; a re-registration of the same
+    // memory after a failure would (documented in docs/design.md).
+    (void)renew(it->second);
+    memory = std::move(it->second.memory);
+    freeIndexes_.push_back(it->second.index);
+    dmbs_.erase(it);
+    return {};
+}
+
+Result<DmbAttachment> ShmIsm::attachDmb(DmbToken token)
+{
+    MutexLocker lock(mutex_);
+    Dmb* dmb = find(token);
+    if (dmb == nullptr)
+        return IsmErrc::UnknownToken;
+    ++dmb->attached;
+    return DmbAttachment(detacher_, token, dmb->memory, dmb->size);
+}
+
+void ShmIsm::detachDmb(DmbToken token) noexcept
+{
+    MutexLocker lock(mutex_);
+    Dmb* dmb = find(token);
+    if (dmb != nullptr && dmb->attached > 0)
+        --dmb->attached;
+}
+
+Result<void> ShmIsm::moveData(DmbToken token, std::size_t offset, std::span<const std::byte> data,
+                              bool signal) noexcept
+{
+    MutexLocker lock(mutex_);
+    Dmb* dmb = find(token);
+    if (dmb == nullptr)
+        return IsmErrc::UnknownToken;
+    if (offset > dmb->size || data.size() > dmb->size - offset)
+        return IsmErrc::OutOfBounds;
+    if (!data.empty())
+        std::memcpy(dmb->memory.get() + offset, data.data(), data.size());
+    if (signal) {
+        const std::uint64_t one = 1;
+        (void)!::write(dmb->eventFd.get(), &one, sizeof one); // EAGAIN: the count is full
+    }
+    return {};
+}
+
+Result<void> ShmIsm::signal(DmbToken token) noexcept
+{
+    return moveData(token, 0, {}, true);
+}
+
+Result<void> ShmIsm::grant(DmbToken token, const IsmGid& peer)
+{
+    MutexLocker lock(mutex_);
+    Dmb* dmb = find(token);
+    if (dmb == nullptr)
+        return IsmErrc::UnknownToken;
+    if (Result<void> r = renew(*dmb); !r)
+        return r;
+    dmb->grant = peer;
+    return {};
+}
+
+Result<void> ShmIsm::revoke(DmbToken token)
+{
+    MutexLocker lock(mutex_);
+    Dmb* dmb = find(token);
+    if (dmb == nullptr)
+        return IsmErrc::UnknownToken;
+    dmb->grant.reset();
+    return renew(*dmb);
+}
+
+int ShmIsm::signalFd(DmbToken token) const noexcept
+{
+    MutexLocker lock(mutex_);
+    const Dmb* dmb = find(token);
+    return dmb == nullptr ? -1 : dmb->eventFd.get();
+}
+
+std::uint64_t ShmIsm::drainSignals(DmbToken token) noexcept
+{
+    MutexLocker lock(mutex_);
+    const Dmb* dmb = find(token);
+    std::uint64_t count = 0;
+    if (dmb == nullptr || ::read(dmb->eventFd.get(), &count, sizeof count) != sizeof count)
+        return 0;
+    return count;
+}
+
+ShmIsmStats ShmIsm::stats() const noexcept
+{
+    return {served_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed)};
+}
+
+} // namespace smc

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+// ShmIsm: loopback-ism across the processes of one host (DMBs in memfds, handed over a socket).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "base/executor.h"
+#include "base/mutex.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "smc/ism/ism_device.h"
+#include "smc/ism/shm_allocator.h"
+
+namespace smc
+{
+
+// A peer process's DMB mapped into ours without a copy (attachRemote).
+// Move-only; unmaps and closes on destruction. Stays valid if the owner
+// dies or revokes: the mapping keeps the pages it maps alive (after a
+// revoke they are dead pages the owner no longer reads).
+class RemoteDmb
+{
+public:
+    RemoteDmb() = default;
+    RemoteDmb(RemoteDmb&& other) noexcept { *this = std::move(other); }
+    RemoteDmb& operator=(RemoteDmb&& other) noexcept;
+    RemoteDmb(const RemoteDmb&) = delete;
+    RemoteDmb& operator=(const RemoteDmb&) = delete;
+    ~RemoteDmb() { reset(); }
+
+    std::byte* data() const noexcept { return data_; }
+    std::size_t size() const noexcept { return size_; }
+    DmbToken token() const noexcept { return token_; }
+    explicit operator bool() const noexcept { return data_ != nullptr; }
+
+    // Raises the owner's interrupt: adds 1 to its eventfd. Never blocks; a
+    // full counter (EAGAIN) or a dead owner is ignored.
+    void signal() noexcept;
+    // Unmaps and closes now.
+    void reset() noexcept;
+
+private:
+    friend class ShmIsm;
+    RemoteDmb(std::byte* data, std::size_t size, DmbToken token, UniqueFd eventFd) noexcept
+        : data_(data), size_(size), token_(token), eventFd_(std::move(eventFd))
+    {
+    }
+
+    std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+    DmbToken token_ = 0;
+    UniqueFd eventFd_;
+};
+
+struct ShmIsmStats {
+    std::uint64_t attachesServed = 0;  // replies that carried a DMB
+    std::uint64_t attachesRefused = 0; // requests answered no (or malformed)
+};
+
+// loopback-ism between processes of one host (SMC-D, CHID 0xFFFF). See
+// docs/design.md "Cross-process loopback-ism" for the trust rules.
+//
+// Identity: localGid() = {hostGid(), pid << 32 | random32}: the same `gid`
+// for every device of the host (so CLC can tell "same host"), and an
+// extension naming this device and its process.
+//
+// Memory: a DMB is memory of allocator() (an SMC-D pool uses it as
+// PoolConfig::allocator, with an IsmRegistrar over this device), each one a
+// sealed memfd, never named. A peer process maps it after grant() and
+// attachRemote(); revoke() cuts it off again.
+//
+// Within the process the IsmDevice calls behave like LoopbackIsm's, simpler:
+// the data path (moveData, signal) takes the device's short lock, and a
+// signal is the DMB's eventfd (signalFd), not a handler call.
+//
+// Lifetimes: the executor must outlive the device, the device every call on
+// it and every pool using it; a DmbAttachment or RemoteDmb may outlive it.
+class ShmIsm final : public IsmDevice
+{
+public:
+    static constexpr std::uint32_t kMaxDmbs = 5000;
+    static constexpr std::uint16_t kChid = 0xFFFF; // loopback-ism's CHID
+    static constexpr std::size_t kMaxPending = 64; // connections waiting for their request
+    static constexpr unsigned kListenBacklog = 64;
+
+    // Binds the device's abstract SOCK_SEQPACKET socket (shm::socketName of
+    // its GID) and serves attach requests on the executor's epoll thread,
+    // which never blocks for a peer: accepts and reads are non-blocking, one
+    // request and one reply per connection, and at most kMaxPending
+    // connections wait for their request (the oldest is dropped). Errors:
+    // the errno of socket, bind, listen or Executor::watch. Does not block.
+    static Result<std::unique_ptr<ShmIsm>> open(Executor& executor);
+    // Stops serving (waits for a request being answered), unbinds the
+    // socket, cuts in-process attachments' way back. Not from a callback of
+    // the executor's epoll thread.
+    ~ShmIsm() override;
+    ShmIsm(const ShmIsm&) = delete;
+    ShmIsm& operator=(const ShmIsm&) = delete;
+
+    // One nonzero value per host (a hash of the boot id).
+    static std::uint64_t hostGid() noexcept;
+    ShmAllocator& allocator() noexcept { return allocator_; }
+
+    IsmGid localGid() const noexcept override { return gid_; }
+    std::uint16_t chid() const noexcept override { return kChid; }
+    // Empty for any GID of this host (same `gid`): host_unreachable otherwise.
+    Result<void> queryRemoteGid(const IsmGid& peer) const noexcept override;
+
+    // `memory` must be exactly one allocation of allocator() (else
+    // invalid_argument). Errors also: IsmErrc::DmbLimitReached, the errno of
+    // eventfd. Takes the device's short lock.
+    Result<DmbInfo> registerDmb(std::shared_ptr<std::byte> memory, std::size_t size) override;
+    // As IsmDevice; a DMB a peer process attached also gets fresh pages (as
+    // revoke), so whatever the memory holds next is not theirs to see.
+    // Errors: IsmErrc::UnknownToken. Takes the device's short lock.
+    Result<void> unregisterDmb(DmbToken token) override;
+    bool supportsNoCopy() const noexcept override { return true; }
+    // In-process attach (same memory). Errors: IsmErrc::UnknownToken.
+    Result<DmbAttachment> attachDmb(DmbToken token) override;
+    void detachDmb(DmbToken token) noexcept override;
+    // Under the device's short lock (a memcpy). A signal adds 1 to the DMB's
+    // eventfd. Errors: IsmErrc::UnknownToken, IsmErrc::OutOfBounds.
+    Result<void> moveData(DmbToken token, std::size_t offset, std::span<const std::byte> data,
+                          bool signal) noexcept override;
+    Result<void> signal(DmbToken token) noexcept override;
+
+    // The next single attach of `token` may come from exactly `peer` (the
+    // connection's peer, from CLC); replaces an unused grant. If a peer
+    // process attached the DMB before and no revoke replaced its pages
+    // since (revoke was not called, or failed), they are replaced now, so a
+    // grant never shares pages with an earlier peer. Errors:
+    // IsmErrc::UnknownToken, the errno of replacing pages. Takes the
+    // device's short lock.
+    Result<void> grant(DmbToken token, const IsmGid& peer);
+    // The connection ended: drops its grant and, if a peer process attached
+    // the DMB, maps fresh zero pages (a fresh memfd, MAP_FIXED) at the same
+    // address and makes a fresh eventfd. The pool's pointer stays valid; the
+    // old peer keeps mapping the old pages, which nobody here reads again,
+    // and its signals go to the old eventfd. So a pooled buffer can be
+    // reused safely. Call it before the buffer goes back to the pool, with
+    // nobody of this process using it. signalFd() changes: unwatch the old
+    // one first. Returns Result, not void, because replacing pages can fail
+    // (fds, memory): then the grant is still dropped and the next grant()
+    // retries the replacement (and fails if it cannot). Errors:
+    // IsmErrc::UnknownToken, the errno of memfd_create, mmap or eventfd.
+    Result<void> revoke(DmbToken token);
+
+    // Maps the DMB `token` of the device `owner` (another process of this
+    // host, or this one) if it granted it to us. Blocks up to `timeout`.
+    // Errors: IsmErrc::PeerUnreachable (another host, no such socket),
+    // IsmErrc::OwnerMismatch (the socket's process is not owner's pid, or
+    // runs as another user), IsmErrc::AttachRefused, IsmErrc::BadReply,
+    // IsmErrc::BadSharedMemory (not sealed SHRINK|GROW, size not as
+    // announced), IsmErrc::BadEventFd, timed_out, the errno of socket,
+    // connect, send, recvmsg or mmap. Not from the executor's epoll thread
+    // (it serves this process's devices: an attach to one of them would
+    // wait for itself until the timeout).
+    Result<RemoteDmb> attachRemote(const IsmGid& owner, DmbToken token,
+                                   std::chrono::milliseconds timeout) const;
+
+    // The eventfd a peer's RemoteDmb::signal() writes (readable after a
+    // signal; non-blocking), or -1 for an unknown token. Changes on revoke.
+    int signalFd(DmbToken token) const noexcept;
+    // Reads and resets the DMB's signal count; 0 when none (or unknown).
+    // Does not block.
+    std::uint64_t drainSignals(DmbToken token) noexcept;
+    ShmIsmStats stats() const noexcept;
+
+private:
+    struct Dmb {
+        std::uint32_t index = 0;
+        std::shared_ptr<std::byte> memory;
+        std::size_t size = 0;
+        UniqueFd eventFd;
+        std::optional<IsmGid> grant;
+        bool exposed = false;       // a peer process got its pages since they were last replaced
+        std::uint32_t attached = 0; // in-process attachments
+    };
+    struct Pending {
+        UniqueFd fd;
+        int watch = -1;
+    };
+
+    ShmIsm(Executor& executor, IsmGid gid, UniqueFd listener);
+    Dmb* find(DmbToken token) SMC_REQUIRES(mutex_);
+    const Dmb* find(DmbToken token) const SMC_REQUIRES(mutex_);
+    Result<void> renew(Dmb& dmb) SMC_REQUIRES(mutex_);
+    void onListenerReadable();
+    void onConnectionReadable(std::uint64_t id);
+    bool serve(int fd);
+
+    Executor& executor_;
+    const IsmGid gid_;
+    ShmAllocator allocator_;
+
+    mutable Mutex mutex_; // the DMB table
+    std::map<DmbToken, Dmb> dmbs_ SMC_GUARDED_BY(mutex_);
+    std::vector<std::uint32_t> freeIndexes_ SMC_GUARDED_BY(mutex_);
+    std::mt19937_64 random_ SMC_GUARDED_BY(mutex_);
+
+    std::atomic<std::uint64_t> served_{0};
+    std::atomic<std::uint64_t> refused_{0};
+
+    // The server: touched by the epoll thread's callbacks and the destructor.
+    // Lock order: serverMutex_ before mutex_.
+    Mutex serverMutex_;
+    std::map<std::uint64_t, Pending> pending_ SMC_GUARDED_BY(serverMutex_);
+    std::uint64_t nextPending_ SMC_GUARDED_BY(serverMutex_) = 0;
+    UniqueFd spareFd_ SMC_GUARDED_BY(serverMutex_); // given up to accept on EMFILE
+    UniqueFd listener_;
+    int listenWatch_ = -1;
+
+    const std::shared_ptr<DmbDetacher> detacher_;
+};
+
+} // namespace smc

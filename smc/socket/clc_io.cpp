@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+// CLC over TCP: peek the header, read the message whole, write it whole.
+#include "smc/socket/clc_io.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
+namespace smc::net
+{
+namespace
+{
+
+// Peeks until `want` bytes are there (or fewer if the peer closed: then connection_reset).
+Result<std::size_t> peek(int fd, std::span<std::byte> into, Deadline deadline)
+{
+    for (;;) {
+        const ssize_t n = ::recv(fd, into.data(), into.size(), MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0)
+            return std::make_error_code(std::errc::connection_reset);
+        if (n > 0 && static_cast<std::size_t>(n) == into.size())
+            return static_cast<std::size_t>(n);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return lastError();
+        if (n > 0) {
+            // Some bytes, not all: wait for more without spinning on the same ones.
+            Result<short> r = waitFor(
+                fd, POLLIN, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
+            if (!r && Clock::now() >= deadline)
+                return r.error();
+            continue;
+        }
+        Result<short> r = waitFor(fd, POLLIN, deadline);
+        if (!r)
+            return r.error();
+    }
+}
+
+Result<void> readExactly(int fd, std::span<std::byte> into, Deadline deadline)
+{
+    std::size_t done = 0;
+    while (done < into.size()) {
+        const ssize_t n = ::recv(fd, into.data() + done, into.size() - done, MSG_DONTWAIT);
+        if (n == 0)
+            return std::make_error_code(std::errc::connection_reset);
+        if (n > 0) {
+            done += static_cast<std::size_t>(n);
+            continue;
+        }
+        if (errno != EAGAIN && errno != EINTR)
+            return lastError();
+        Result<short> r = waitFor(fd, POLLIN, deadline);
+        if (!r)
+            return r.error();
+    }
+    return {};
+}
+
+} // namespace
+
+Result<bool> startsWithClc(int fd, Deadline deadline)
+{
+    // The eyecatcher and the type decide; a bad length or version after them is malformed
+    // CLC (declined), not someone else's protocol.
+    std::array<std::byte, 5> head{};
+    for (std::size_t want = 1; want <= head.size(); ++want) {
+        Result<std::size_t> n = peek(fd, std::span(head).first(want), deadline);
+        if (!n)
+            return n.error();
+        if (!clc::messageSize(std::span(head).first(want)))
+            return false;
+    }
+    return true;
+}
+
+Result<clc::Message> readClc(int fd, Deadline deadline)
+{
+    std::array<std::byte, clc::kHeaderSize> head{};
+    Result<std::size_t> peeked = peek(fd, head, deadline);
+    if (!peeked)
+        return peeked.error();
+    Result<std::size_t> size = clc::messageSize(head);
+    if (!size) {
+        // A header whose length or version does not fit: the sender's framing is its
+        // length field, so that many bytes (at least the header) go, and the stream stays
+        // where the sender thinks it is.
+        const std::size_t claimed =
+            std::max<std::size_t>(clc::kHeaderSize, std::to_integer<std::size_t>(head[5]) << 8 |
+                                                        std::to_integer<std::size_t>(head[6]));
+        std::vector<std::byte> junk(claimed);
+        if (Result<void> r = readExactly(fd, junk, deadline); !r)
+            return r.error();
+        return size.error();
+    }
+    // The length field is 16 bits: a message is at most 64 KiB, read whole.
+    std::vector<std::byte> bytes(*size);
+    if (Result<void> r = readExactly(fd, bytes, deadline); !r)
+        return r.error();
+    return clc::decode(bytes);
+}
+
+Result<void> writeAll(int fd, std::span<const std::byte> bytes, Deadline deadline)
+{
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n =
+            ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            done += static_cast<std::size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return lastError();
+        Result<short> r = waitFor(fd, POLLOUT, deadline);
+        if (!r)
+            return r.error();
+    }
+    return {};
+}
+
+Result<void> writeClc(int fd, const clc::Message& message, Deadline deadline)
+{
+    Result<std::vector<std::byte>> bytes = clc::encode(message);
+    if (!bytes)
+        return bytes.error();
+    return writeAll(fd, *bytes, deadline);
+}
+
+} // namespace smc::net

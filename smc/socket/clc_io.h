@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+// CLC messages over the TCP socket: one message read or written whole, within a deadline.
+#pragma once
+
+#include "smc/clc/clc_messages.h"
+#include "smc/socket/tcp.h"
+
+namespace smc::net
+{
+
+// True once the stream's first bytes can be a CLC message (the eyecatcher and a known type),
+// false as soon as they cannot: then nothing was consumed, and the bytes are the
+// application's (a peer without SMC). Errors: timed_out (fewer than the bytes that decide
+// came), connection_reset (the peer closed first), recv's errno. Blocks up to the deadline.
+Result<bool> startsWithClc(int fd, Deadline deadline);
+
+// Reads exactly one CLC message (of whatever type: the caller checks it is the expected
+// one or a DECLINE), so the stream stays aligned for a fallback to TCP after it. Errors:
+// timed_out, connection_reset (EOF), ClcErrc (not CLC, or malformed: then as many bytes as
+// its length field says, at least the header, are consumed), recv's errno. Blocks up to the
+// deadline.
+Result<clc::Message> readClc(int fd, Deadline deadline);
+
+// Writes one message whole. Errors: ClcErrc (encode), timed_out, broken_pipe and send's
+// other errnos. Blocks up to the deadline for socket buffer room.
+Result<void> writeClc(int fd, const clc::Message& message, Deadline deadline);
+
+// Writes all of `bytes` on a non-blocking socket (MSG_NOSIGNAL). Same errors, same wait.
+Result<void> writeAll(int fd, std::span<const std::byte> bytes, Deadline deadline);
+
+} // namespace smc::net

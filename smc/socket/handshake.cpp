@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+// CLC over TCP for SMC-Dv2 on cross-process loopback-ism: PROPOSAL, ACCEPT, CONFIRM, DECLINE.
+#include "smc/socket/handshake.h"
+
+#include <unistd.h>
+
+#include "pool/size_class.h"
+#include "smc/clc/clc_negotiate.h"
+#include "smc/ism/ism_errors.h"
+#include "smc/socket/clc_io.h"
+
+namespace smc::net
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+clc::Hostname hostname()
+{
+    char name[65] = {};
+    ::gethostname(name, sizeof name - 1);
+    return clc::makeHostname(name);
+}
+
+clc::Capabilities capabilities(SmcStack& stack)
+{
+    const IsmGid gid = stack.device().localGid();
+    clc::Capabilities caps;
+    caps.ismV2 = {{gid.gid, gid.gidExt, clc::kLoopbackChid, true}};
+    caps.ueids = {stack.ueid()};
+    caps.release = clc::kRelease1;
+    return caps;
+}
+
+// What Linux sends for an SMC-Dv2-only offer of loopback-ism (typev1 N: no SMC-D area
+// entry, no prefixes), with our host's GID and this process's extension.
+clc::Proposal proposal(SmcStack& stack)
+{
+    const IsmGid gid = stack.device().localGid();
+    clc::Proposal p;
+    p.version = clc::kVersion2;
+    p.typeV1 = clc::SmcType::None;
+    p.typeV2 = clc::SmcType::SmcD;
+    p.v2.release = clc::kRelease1;
+    p.v2.userEids = {stack.ueid()};
+    p.v2.featureMask = clc::kFeatureEmulatedIsm;
+    p.smcdV2.entries = {{gid.gid, clc::kLoopbackChid}, {gid.gidExt, clc::kLoopbackChid}};
+    return p;
+}
+
+// Our half of ACCEPT or CONFIRM.
+clc::AcceptConfirm ourDmb(SmcStack& stack, const BufferRef& rmb, std::uint32_t groupId,
+                          bool firstContact, const clc::Eid& eid, std::uint8_t release)
+{
+    const IsmGid gid = stack.device().localGid();
+    clc::SmcdAcceptConfirm d;
+    d.gid = gid.gid;
+    d.gidExt = gid.gidExt;
+    d.token = rmb->dmbToken();
+    d.dmbeIdx = 0;
+    d.dmbeSize = static_cast<std::uint8_t>(rmb->sizeClass());
+    for (unsigned i = 0; i < 4; ++i)
+        d.linkId[i] = static_cast<std::uint8_t>(groupId >> (24 - 8 * i));
+    d.chid = clc::kLoopbackChid;
+    d.eid = eid;
+    clc::AcceptConfirm m;
+    m.version = clc::kVersion2;
+    m.firstContact = firstContact;
+    m.path = d;
+    m.fce.osType = clc::kOsLinux;
+    m.fce.release = release;
+    m.fce.hostname = hostname();
+    m.fce.featureMask = clc::kFeatureEmulatedIsm;
+    return m;
+}
+
+// The pool's error as Linux's reason: a device out of DMBs is MAX_DMB, the rest memory.
+clc::DeclineCode bufferDecline(std::error_code e)
+{
+    return e == std::errc::no_space_on_device ? clc::DeclineCode::MaxDmb : clc::DeclineCode::Mem;
+}
+
+Result<Outcome> decline(SmcStack& stack, int fd, clc::DeclineCode reason, std::uint8_t version,
+                        Deadline deadline)
+{
+    // Best effort: the peer learns why, or sees TCP data it will take for CLC garbage.
+    (void)writeClc(fd, clc::makeDecline(reason, version, clc::SystemId{}), deadline);
+    (void)stack;
+    return Outcome(Fallback{reason, false});
+}
+
+Fallback peerDeclined(const clc::Decline& d)
+{
+    return Fallback{d.diagnosis, true};
+}
+
+std::uint32_t groupIdFrom(const clc::SmcdAcceptConfirm& d)
+{
+    std::uint32_t id = 0;
+    for (std::uint8_t b : d.linkId)
+        id = id << 8 | b;
+    return id;
+}
+
+// The peer's half as we may use it: SMC-Dv2 on loopback-ism of this host.
+bool usable(SmcStack& stack, const clc::AcceptConfirm& m)
+{
+    const auto* d = std::get_if<clc::SmcdAcceptConfirm>(&m.path);
+    return d != nullptr && m.version >= clc::kVersion2 && d->chid == clc::kLoopbackChid &&
+           d->gid == stack.device().localGid().gid && d->gidExt != 0 && d->token != 0 &&
+           d->dmbeSize <= maxSizeClass(Tech::SmcD);
+}
+
+Result<RemoteDmb> mapPeer(SmcStack& stack, const clc::SmcdAcceptConfirm& d, Deadline deadline)
+{
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    Result<RemoteDmb> peer =
+        stack.device().attachRemote({d.gid, d.gidExt}, d.token, std::max(left, 1ms));
+    if (peer && peer->size() != classBytes(d.dmbeSize))
+        return std::make_error_code(std::errc::protocol_error); // not the DMB CLC announced
+    return peer;
+}
+
+} // namespace
+
+Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    if (Result<void> sent = writeClc(fd, proposal(stack), deadline); !sent)
+        return sent.error();
+    Result<clc::Message> answer = readClc(fd, deadline);
+    if (!answer)
+        return answer.error().category() == clcCategory()
+                   ? std::make_error_code(std::errc::protocol_error)
+                   : answer.error();
+    if (const auto* d = std::get_if<clc::Decline>(&*answer))
+        return Outcome(peerDeclined(*d));
+    const auto* accept = std::get_if<clc::Accept>(&*answer);
+    if (accept == nullptr)
+        return std::make_error_code(std::errc::protocol_error);
+    const std::uint8_t version = accept->version;
+    if (!usable(stack, *accept)) // not what we proposed
+        return decline(stack, fd, clc::DeclineCode::ModeUnsupp, version, deadline);
+    const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
+
+    Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
+    if (!rmb)
+        return decline(stack, fd, bufferDecline(rmb.error()), version, deadline);
+    const IsmGid serverGid{server.gid, server.gidExt};
+    Result<RemoteDmb> peer = std::make_error_code(std::errc::invalid_argument);
+    if (stack.device().grant((*rmb)->dmbToken(), serverGid))
+        peer = mapPeer(stack, server, deadline);
+    if (!peer) {
+        (void)stack.device().revoke((*rmb)->dmbToken());
+        (void)stack.pool().release(*rmb);
+        return decline(stack, fd, clc::DeclineCode::Mem, version, deadline);
+    }
+    const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
+    clc::Confirm confirm{
+        ourDmb(stack, *rmb, groupIdFrom(server), accept->firstContact, server.eid, release)};
+    if (Result<void> sent = writeClc(fd, confirm, deadline); !sent) {
+        (void)stack.device().revoke((*rmb)->dmbToken());
+        (void)stack.pool().release(*rmb);
+        return sent.error();
+    }
+    return Outcome(SmcdSetup{*rmb, std::move(*peer), serverGid, groupIdFrom(server)});
+}
+
+Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    Result<bool> clc = startsWithClc(fd, deadline);
+    if (!clc && clc.error() != std::errc::timed_out)
+        return clc.error();
+    if (!clc || !*clc)
+        return Outcome(Fallback{clc::DeclineCode::PeerNoSmc, false});
+
+    Result<clc::Message> first = readClc(fd, deadline);
+    if (!first) {
+        if (first.error().category() != clcCategory())
+            return first.error();
+        const bool badVersion = first.error() == ClcErrc::BadVersion;
+        return decline(stack, fd,
+                       badVersion ? clc::DeclineCode::VersMismat : clc::DeclineCode::ModeUnsupp,
+                       clc::kVersion2, deadline);
+    }
+    if (const auto* d = std::get_if<clc::Decline>(&*first))
+        return Outcome(peerDeclined(*d));
+    const auto* p = std::get_if<clc::Proposal>(&*first);
+    if (p == nullptr)
+        return decline(stack, fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, deadline);
+    const std::uint8_t version = p->version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
+
+    const clc::Negotiation n = negotiate(capabilities(stack), *p);
+    if (const auto* reason = std::get_if<clc::DeclineCode>(&n))
+        return decline(stack, fd, *reason, version, deadline);
+    const clc::Choice& choice = std::get<clc::Choice>(n);
+    if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
+        return decline(stack, fd, clc::DeclineCode::NoSmcDev, version, deadline);
+
+    Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
+    if (!rmb)
+        return decline(stack, fd, bufferDecline(rmb.error()), version, deadline);
+    const IsmGid clientGid{choice.peerGid, choice.peerGidExt};
+    auto giveBack = [&] {
+        (void)stack.device().revoke((*rmb)->dmbToken());
+        (void)stack.pool().release(*rmb);
+    };
+    if (!stack.device().grant((*rmb)->dmbToken(), clientGid)) {
+        giveBack();
+        return decline(stack, fd, clc::DeclineCode::IntErr, version, deadline);
+    }
+    // Every connection is its own SMC-D group here: one DMB each way, nothing shared.
+    const auto groupId = static_cast<std::uint32_t>((*rmb)->dmbToken());
+    clc::Accept accept{ourDmb(stack, *rmb, groupId, true, choice.eid, choice.release)};
+    if (Result<void> sent = writeClc(fd, accept, deadline); !sent) {
+        giveBack();
+        return sent.error();
+    }
+
+    Result<clc::Message> answer = readClc(fd, deadline);
+    if (answer) {
+        if (const auto* d = std::get_if<clc::Decline>(&*answer)) {
+            giveBack();
+            return Outcome(peerDeclined(*d));
+        }
+    }
+    const auto* confirm = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
+    if (confirm == nullptr || !usable(stack, *confirm) ||
+        std::get<clc::SmcdAcceptConfirm>(confirm->path).gidExt != clientGid.gidExt) {
+        giveBack();
+        if (!answer && answer.error().category() != clcCategory())
+            return answer.error();
+        return std::make_error_code(std::errc::protocol_error);
+    }
+    Result<RemoteDmb> peer =
+        mapPeer(stack, std::get<clc::SmcdAcceptConfirm>(confirm->path), deadline);
+    if (!peer) {
+        giveBack();
+        return peer.error();
+    }
+    return Outcome(SmcdSetup{*rmb, std::move(*peer), clientGid, groupId});
+}
+
+} // namespace smc::net

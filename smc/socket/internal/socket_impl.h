@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+// SocketImpl: one connection behind a Socket handle, on SMC-D or on TCP.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "base/unique_fd.h"
+#include "smc/socket/ready_fd.h"
+#include "smc/socket/smcd_connection.h"
+#include "smc/socket/stack.h"
+
+namespace smc
+{
+
+enum class Shutdown : std::uint8_t;
+
+class SocketImpl : public std::enable_shared_from_this<SocketImpl>
+{
+public:
+    // TCP: forced (no reason) or a fallback.
+    SocketImpl(SmcStack& stack, UniqueFd tcp, bool server, const SocketOptions& options,
+               std::optional<clc::DeclineCode> fallback);
+    ~SocketImpl();
+
+    // SMC-D from here on; watches the TCP socket for the peer's end.
+    // Errors: SmcdConnection::create's.
+    Result<void> startSmcd(net::SmcdSetup setup);
+
+    Result<std::size_t> send(std::span<const std::byte> data);
+    Result<std::size_t> recv(std::span<std::byte> into);
+    Result<void> shutdown(Shutdown how);
+    void close() noexcept;
+    int fd();
+    void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
+    bool connected() const noexcept { return !closed_.load(); }
+    Transport transport() const noexcept { return smcd_ ? Transport::SmcD : Transport::Tcp; }
+    std::optional<clc::DeclineCode> fallbackReason() const noexcept { return fallback_; }
+    ConnectionInfo info() const;
+
+private:
+    void refresh() noexcept;
+    void onTcpReadable() noexcept;
+
+    SmcStack& stack_;
+    UniqueFd tcp_;
+    const bool server_;
+    const SocketOptions options_;
+    const std::optional<clc::DeclineCode> fallback_;
+    std::unique_ptr<net::SmcdConnection> smcd_; // set once, before the handle is shared
+    std::atomic<bool> nonBlocking_{false};
+    std::atomic<bool> closed_{false};
+    std::atomic<int> tcpWatch_{-1};
+    std::atomic<int> eventWatch_{-1};
+    Mutex readyMutex_; // makes the ready fd once
+    std::unique_ptr<net::ReadyFd> ready_ SMC_GUARDED_BY(readyMutex_);
+    std::atomic<net::ReadyFd*> readyFd_{nullptr};
+    Mutex refreshMutex_; // one refresh at a time (see refresh())
+};
+
+} // namespace smc

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: MIT
+// Listener: TCP accepts on the epoll thread, handshakes on blocking threads, a ready queue.
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <deque>
+
+#include "smc/socket/internal/socket_impl.h"
+#include "smc/socket/socket.h"
+#include "smc/socket/tcp.h"
+
+namespace smc
+{
+
+Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
+                                              const SocketOptions& options);
+
+// Admission never waits for a handshake: the epoll thread only accepts and hands each new
+// TCP connection to a blocking thread, which runs CLC and queues the outcome.
+class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
+{
+public:
+    ListenerImpl(SmcStack& stack, UniqueFd tcp, const SocketOptions& options, UniqueFd ready)
+        : stack_(stack), tcp_(std::move(tcp)), options_(options), ready_(std::move(ready))
+    {
+    }
+
+    void start()
+    {
+        std::weak_ptr<ListenerImpl> self = weak_from_this();
+        watch_ = stack_.executor().watch(tcp_.get(), [self] {
+            if (auto l = self.lock())
+                l->acceptAll();
+        });
+    }
+
+    void acceptAll() noexcept
+    {
+        for (;;) {
+            const int fd = ::accept4(tcp_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0)
+                return; // EAGAIN, or an error the next readiness reports again
+            auto child = std::make_shared<UniqueFd>(fd);
+            std::weak_ptr<ListenerImpl> self = weak_from_this();
+            stack_.executor().postBlocking([self, child] {
+                auto l = self.lock();
+                if (!l)
+                    return;
+                Result<std::shared_ptr<SocketImpl>> impl =
+                    establish(l->stack_, std::move(*child), true, l->options_);
+                if (impl)
+                    l->push(std::move(*impl));
+            });
+        }
+    }
+
+    void push(std::shared_ptr<SocketImpl> impl)
+    {
+        {
+            MutexLocker lock(mutex_);
+            if (closed_) {
+                impl->close();
+                return;
+            }
+            queue_.push_back(std::move(impl));
+        }
+        const std::uint64_t one = 1;
+        (void)!::write(ready_.get(), &one, sizeof one);
+        wake_.notify_all();
+    }
+
+    Result<std::shared_ptr<SocketImpl>> pop(std::chrono::milliseconds timeout)
+    {
+        const auto deadline = net::deadlineAfter(timeout);
+        MutexLocker lock(mutex_);
+        while (queue_.empty() && !closed_) {
+            if (deadline == net::Deadline::max())
+                wake_.wait(lock);
+            else if (wake_.waitUntil(lock, deadline) == std::cv_status::timeout && queue_.empty() &&
+                     !closed_)
+                return std::make_error_code(std::errc::timed_out);
+        }
+        if (closed_)
+            return std::make_error_code(std::errc::not_connected);
+        auto impl = std::move(queue_.front());
+        queue_.pop_front();
+        std::uint64_t count = 0;
+        if (queue_.empty())
+            (void)!::read(ready_.get(), &count, sizeof count);
+        return impl;
+    }
+
+    void close() noexcept
+    {
+        if (const int id = std::exchange(watch_, -1); id >= 0)
+            stack_.executor().unwatch(id);
+        std::deque<std::shared_ptr<SocketImpl>> left;
+        {
+            MutexLocker lock(mutex_);
+            closed_ = true;
+            left.swap(queue_);
+        }
+        wake_.notify_all();
+        for (auto& s : left)
+            s->close();
+        tcp_.reset();
+    }
+
+    int readyFd() const noexcept { return ready_.get(); }
+    std::uint16_t port() const
+    {
+        Result<net::SocketAddress> a = net::localAddress(tcp_.get());
+        return a ? a->port() : 0;
+    }
+
+private:
+    SmcStack& stack_;
+    UniqueFd tcp_;
+    const SocketOptions options_;
+    UniqueFd ready_; // an eventfd: readable while the queue holds a connection
+    int watch_ = -1;
+    Mutex mutex_;
+    ConditionVariable wake_;
+    bool closed_ SMC_GUARDED_BY(mutex_) = false;
+    std::deque<std::shared_ptr<SocketImpl>> queue_ SMC_GUARDED_BY(mutex_);
+};
+
+Listener::Listener() = default;
+Listener::~Listener()
+{
+    close();
+}
+Listener::Listener(Listener&&) noexcept = default;
+Listener& Listener::operator=(Listener&& other) noexcept
+{
+    if (this != &other) {
+        close();
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
+}
+
+Result<Listener> Listener::listen(SmcStack& stack, std::string_view host, std::uint16_t port,
+                                  const SocketOptions& options)
+{
+    Result<net::SocketAddress> at = net::resolve(host, port, true);
+    if (!at)
+        return at.error();
+    Result<UniqueFd> tcp = net::listenTcp(*at, SOMAXCONN);
+    if (!tcp)
+        return tcp.error();
+    UniqueFd ready(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!ready)
+        return net::lastError();
+    Listener l;
+    l.impl_ = std::make_shared<ListenerImpl>(stack, std::move(*tcp), options, std::move(ready));
+    l.impl_->start();
+    return l;
+}
+
+Result<Socket> Listener::accept(std::chrono::milliseconds timeout)
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    Result<std::shared_ptr<SocketImpl>> impl = impl_->pop(timeout);
+    if (!impl)
+        return impl.error();
+    return Socket(std::move(*impl));
+}
+
+int Listener::fd() const noexcept
+{
+    return impl_ ? impl_->readyFd() : -1;
+}
+
+std::uint16_t Listener::port() const noexcept
+{
+    return impl_ ? impl_->port() : 0;
+}
+
+void Listener::close() noexcept
+{
+    if (impl_) {
+        impl_->close();
+        impl_.reset();
+    }
+}
+
+} // namespace smc

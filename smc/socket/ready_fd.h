@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+// ReadyFd: a descriptor whose poll readiness (readable, writable) the library sets.
+#pragma once
+
+#include "base/mutex.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
+
+namespace smc::net
+{
+
+// One end of a Unix socket pair goes to the application; we hold both. Readable: one byte
+// waits on the application's end. Not writable: the application's end has its (smallest)
+// send buffer full, which only we drain. So poll, select and epoll see a socket's
+// readiness, level-triggered, and the application never reads or writes it itself.
+class ReadyFd
+{
+public:
+    // Errors: socketpair's errno. Starts not readable, writable.
+    static Result<ReadyFd> create();
+    ReadyFd(ReadyFd&&) noexcept;
+    ~ReadyFd();
+
+    int fd() const noexcept { return app_.get(); }
+    // Idempotent; a few syscalls when something changes, none otherwise. Never blocks.
+    void set(bool readable, bool writable) noexcept;
+
+private:
+    ReadyFd(UniqueFd app, UniqueFd ours) noexcept;
+    UniqueFd app_;
+    UniqueFd ours_;
+    Mutex mutex_;
+    bool readable_ SMC_GUARDED_BY(mutex_) = false;
+    bool writable_ SMC_GUARDED_BY(mutex_) = true;
+};
+
+} // namespace smc::net

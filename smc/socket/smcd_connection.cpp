@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: MIT
+// The SMC-D data path across processes: copy into the peer's ring, publish the CDC, ring.
+#include "smc/socket/smcd_connection.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "smc/cdc/cdc_ring.h"
+#include "smc/ism/shm_ism.h"
+
+namespace smc::net
+{
+namespace
+{
+
+constexpr std::size_t kHead = 32; // the CDC at the head of every DMB
+constexpr std::size_t kSeqOffset = cdc::kSmcdDoorbellOffset;
+constexpr std::size_t kWaitOffset = cdc::kSmcdDoorbellOffset + 4;
+constexpr std::uint32_t kWantsEvent = 1u << 31; // in the wait word; the rest counts sleepers
+
+std::atomic_ref<std::uint32_t> word(std::byte* head, std::size_t offset) noexcept
+{
+    return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(head + offset));
+}
+
+long futex(std::byte* head, int op, std::uint32_t value, const timespec* timeout) noexcept
+{
+    // Not FUTEX_PRIVATE: the word is in memory another process maps.
+    return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(head + kSeqOffset), op, value,
+                     timeout, nullptr, 0);
+}
+
+} // namespace
+
+Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup,
+                                                               std::chrono::microseconds busyPoll)
+{
+    Result<cdc::CdcStream> stream = std::make_error_code(std::errc::invalid_argument);
+    if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
+        stream = cdc::CdcStream::create(setup.rmb->size() - kHead, setup.peer.size() - kHead);
+    if (!stream) {
+        (void)stack.device().revoke(setup.rmb->dmbToken());
+        (void)stack.pool().release(setup.rmb);
+        return std::make_error_code(std::errc::invalid_argument);
+    }
+    return std::unique_ptr<SmcdConnection>(
+        new SmcdConnection(stack, std::move(setup), *stream, busyPoll));
+}
+
+SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
+                               std::chrono::microseconds busyPoll)
+    : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), busyPoll_(busyPoll), stream_(stream)
+{
+}
+
+SmcdConnection::~SmcdConnection()
+{
+    close();
+}
+
+std::span<std::byte> SmcdConnection::ownRing() const noexcept
+{
+    return {rmb_->data() + kHead, rmb_->size() - kHead};
+}
+
+std::span<std::byte> SmcdConnection::peerRing() const noexcept
+{
+    return {peer_.peer.data() + kHead, peer_.peer.size() - kHead};
+}
+
+std::uint32_t SmcdConnection::doorbellSeen() const noexcept
+{
+    return word(ownHead(), kSeqOffset).load(std::memory_order_seq_cst);
+}
+
+void SmcdConnection::absorb()
+{
+    if (aborted_)
+        return;
+    const cdc::ConnFlags before = stream_.peerConnFlags();
+    if (!stream_.onPeerCdc(cdc::readSmcd(ownHead()))) {
+        abort(); // a cursor out of range or backwards: the peer broke the protocol
+        return;
+    }
+    if (!(stream_.peerConnFlags() == before))
+        act(close_.peerFlags(stream_.peerConnFlags()));
+}
+
+void SmcdConnection::publish(std::size_t pending)
+{
+    cdc::publishSmcd(peerHead(), stream_.nextCdc(pending));
+}
+
+void SmcdConnection::act(const cdc::CloseAction& action)
+{
+    if (!action.sends())
+        return;
+    stream_.addConnFlags(action.send);
+    publish();
+}
+
+bool SmcdConnection::peerClosed() const
+{
+    const cdc::ConnFlags f = stream_.peerConnFlags();
+    return f.peerConnClosed || f.peerConnAbort;
+}
+
+void SmcdConnection::abort()
+{
+    if (aborted_)
+        return;
+    aborted_ = true;
+    close_.abort();
+    // Tell the peer, as Linux's abort does; nothing else will reach it from us.
+    stream_.addConnFlags({.peerConnAbort = true});
+    publish();
+}
+
+void SmcdConnection::ringPeer() noexcept
+{
+    // Dekker with the sleeper: our bump, then its word; it sets its word, then reads the bump.
+    word(peerHead(), kSeqOffset).fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t wait = word(peerHead(), kWaitOffset).load(std::memory_order_seq_cst);
+    if ((wait & ~kWantsEvent) != 0)
+        futex(peerHead(), FUTEX_WAKE, INT_MAX, nullptr);
+    if (wait & kWantsEvent)
+        peer_.peer.signal();
+}
+
+void SmcdConnection::wakeOwn() noexcept
+{
+    word(ownHead(), kSeqOffset).fetch_add(1, std::memory_order_seq_cst);
+    futex(ownHead(), FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+Result<void> SmcdConnection::wait(std::uint32_t seen, Deadline deadline) noexcept
+{
+    timespec ts{};
+    const timespec* timeout = nullptr;
+    if (deadline != Deadline::max()) {
+        const auto left = deadline - Clock::now();
+        if (left <= Clock::duration::zero())
+            return std::make_error_code(std::errc::timed_out);
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+        ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+        timeout = &ts;
+    }
+    // A short spin first: a peer that answers within microseconds (a ping-pong, a ring
+    // drained by a running reader) is seen without a futex round trip and two context
+    // switches; past busyPoll_ we sleep, so an idle connection costs no CPU.
+    const auto spinUntil = std::min(deadline, Clock::now() + busyPoll_);
+    while (Clock::now() < spinUntil) {
+        if (word(ownHead(), kSeqOffset).load(std::memory_order_acquire) != seen)
+            return {};
+        __builtin_ia32_pause();
+    }
+    auto sleepers = word(ownHead(), kWaitOffset);
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (word(ownHead(), kSeqOffset).load(std::memory_order_seq_cst) == seen)
+        futex(ownHead(), FUTEX_WAIT, seen, timeout); // EAGAIN, EINTR, ETIMEDOUT: re-check
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    return {};
+}
+
+Result<std::size_t> SmcdConnection::send(std::span<const std::byte> data, Deadline deadline,
+                                         bool nonBlocking)
+{
+    MutexLocker sending(sendMutex_);
+    std::size_t space = 0;
+    cdc::Cursor at;
+    for (;;) {
+        std::uint32_t seen = doorbellSeen();
+        {
+            MutexLocker lock(mutex_);
+            if (closed_)
+                return std::make_error_code(std::errc::not_connected);
+            absorb();
+            if (aborted_ || stream_.peerConnFlags().peerConnAbort)
+                return std::make_error_code(std::errc::connection_reset);
+            if (stream_.sentConnFlags().any() || stream_.peerConnFlags().peerConnClosed)
+                return std::make_error_code(std::errc::broken_pipe);
+            if (data.empty())
+                return std::size_t{0};
+            space = stream_.sendSpace();
+            at = stream_.producer();
+            if (space == 0) {
+                publish(data.size()); // write_blocked: the peer answers with its cursor
+                ringPeer();
+            }
+        }
+        if (space > 0)
+            break;
+        if (nonBlocking)
+            return std::make_error_code(std::errc::resource_unavailable_try_again);
+        if (Result<void> r = wait(seen, deadline); !r)
+            return r.error();
+        if (Clock::now() >= deadline)
+            return std::make_error_code(std::errc::timed_out);
+    }
+    const std::size_t n = std::min(space, data.size());
+    cdc::copyToRing(peerRing(), at.count, data.first(n));
+    {
+        MutexLocker lock(mutex_);
+        if (closed_ || aborted_)
+            return std::make_error_code(std::errc::connection_reset);
+        (void)stream_.produce(n); // n <= the space it reported, and only we produce
+        bytesSent_ += n;
+        publish(data.size() - n);
+    }
+    ringPeer();
+    return n;
+}
+
+Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline deadline,
+                                         bool nonBlocking)
+{
+    MutexLocker receiving(recvMutex_);
+    std::size_t available = 0;
+    cdc::Cursor at;
+    for (;;) {
+        std::uint32_t seen = doorbellSeen();
+        {
+            MutexLocker lock(mutex_);
+            if (closed_)
+                return std::make_error_code(std::errc::not_connected);
+            absorb();
+            available = stream_.readable();
+            at = stream_.consumer();
+            if (available == 0) {
+                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
+                    return std::make_error_code(std::errc::connection_reset);
+                if (stream_.peerConnFlags().any())
+                    return std::size_t{0};
+            }
+        }
+        if (available > 0 || into.empty())
+            break;
+        if (nonBlocking)
+            return std::make_error_code(std::errc::resource_unavailable_try_again);
+        if (Result<void> r = wait(seen, deadline); !r)
+            return r.error();
+        if (Clock::now() >= deadline)
+            return std::make_error_code(std::errc::timed_out);
+    }
+    const std::size_t n = std::min(available, into.size());
+    cdc::copyFromRing(ownRing(), at.count, into.first(n));
+    bool update = false;
+    {
+        MutexLocker lock(mutex_);
+        if (closed_)
+            return std::make_error_code(std::errc::not_connected);
+        (void)stream_.consume(n); // n <= what it reported readable, and only we consume
+        bytesReceived_ += n;
+        update = stream_.wantConsumerUpdate();
+        if (update)
+            publish();
+    }
+    if (update)
+        ringPeer();
+    return n;
+}
+
+Result<void> SmcdConnection::shutdownWrite()
+{
+    MutexLocker lock(mutex_);
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (aborted_)
+        return {};
+    absorb();
+    act(close_.shutdownWrite()); // sends go out at once: nothing to drain
+    ringPeer(); // under the lock: close() must not drop the peer's mapping meanwhile
+    return {};
+}
+
+void SmcdConnection::peerGone() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (closed_)
+        return;
+    absorb();
+    if (!peerClosed() && !aborted_) {
+        aborted_ = true; // died without a word: nothing more will come
+        close_.abort();
+    }
+    wakeOwn();
+}
+
+void SmcdConnection::close() noexcept
+{
+    {
+        MutexLocker lock(mutex_);
+        if (closed_)
+            return;
+        absorb();
+        if (!aborted_) // unread bytes: the peer must not think they arrived (Linux: abort)
+            act(close_.close(stream_.readable() > 0));
+        closed_ = true;
+        ringPeer();
+        wakeOwn(); // our own waiters see closed_ and leave
+    }
+    // No copy into or out of the buffers is running once both are ours.
+    MutexLocker sending(sendMutex_);
+    MutexLocker receiving(recvMutex_);
+    release();
+}
+
+void SmcdConnection::release() noexcept
+{
+    // The peer keeps its mapping of our DMB until it unmaps; revoke gives the pool a DMB
+    // the old peer no longer reaches.
+    (void)stack_.device().revoke(rmb_->dmbToken());
+    (void)stack_.pool().release(rmb_);
+    peer_.peer = RemoteDmb();
+}
+
+bool SmcdConnection::readable() const
+{
+    MutexLocker lock(mutex_);
+    if (closed_ || aborted_)
+        return true;
+    cdc::CdcStream probe = stream_; // what recv would see, without taking it
+    if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
+        return true; // recv will report the abort
+    return probe.readable() > 0 || probe.peerConnFlags().any();
+}
+
+bool SmcdConnection::writable() const
+{
+    MutexLocker lock(mutex_);
+    if (closed_ || aborted_ || stream_.sentConnFlags().any())
+        return true;
+    cdc::CdcStream probe = stream_;
+    if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
+        return true;
+    return probe.sendSpace() > 0 || probe.peerConnFlags().any();
+}
+
+int SmcdConnection::enableEvents() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (!eventsWanted_) {
+        eventsWanted_ = true;
+        word(ownHead(), kWaitOffset).fetch_or(kWantsEvent, std::memory_order_seq_cst);
+    }
+    return stack_.device().signalFd(rmb_->dmbToken());
+}
+
+void SmcdConnection::drainEvents() noexcept
+{
+    (void)stack_.device().drainSignals(rmb_->dmbToken());
+}
+
+void SmcdConnection::fillInfo(ConnectionInfo& info) const
+{
+    MutexLocker lock(mutex_);
+    info.transport = Transport::SmcD;
+    info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
+    info.rmbBytes = rmb_->size();
+    info.peerRmbBytes = peer_.peer.size();
+    info.dmbToken = rmb_->dmbToken();
+    info.peerDmbToken = peer_.peer.token();
+    const cdc::Cursor p = stream_.producer();
+    const cdc::Cursor c = stream_.consumer();
+    info.producerWrap = p.wrap;
+    info.producerCount = p.count;
+    info.consumerWrap = c.wrap;
+    info.consumerCount = c.count;
+    info.bytesSent = bytesSent_;
+    info.bytesReceived = bytesReceived_;
+}
+
+} // namespace smc::net

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+// SmcdConnection: one SMC-D connection's data path, our DMB and the peer's, mapped here.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <span>
+
+#include "base/mutex.h"
+#include "smc/cdc/cdc_close.h"
+#include "smc/cdc/cdc_stream.h"
+#include "smc/socket/handshake.h"
+#include "smc/socket/tcp.h"
+
+namespace smc::net
+{
+
+// Each side writes into the other's DMB: bytes into its ring (from offset 32), then its
+// CDC into the 32-byte head, then rings its doorbell. What the peer writes into our DMB is
+// never trusted: cursors are checked (CdcStream) before any byte is read, and a peer that
+// breaks the rules gets an abort, never a read outside our ring.
+//
+// The doorbell (bytes 24..31 of a DMB head, reserved in the CDC's SMC-D layout): a 32-bit
+// sequence the writer bumps after each CDC, and a 32-bit word the owner sets while it
+// sleeps on that sequence (a futex: the memory is shared), plus a bit that asks for the
+// DMB's eventfd too (an application polling fd()). A peer can only stall its own
+// connection with these: every wait has the caller's deadline, and the peer's death wakes
+// us from our own side (the TCP socket).
+//
+// One sender and one receiver may run at once; the state they share is under mutex_.
+class SmcdConnection
+{
+public:
+    // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
+    // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
+    static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
+                                                          std::chrono::microseconds busyPoll);
+    // Aborts if still open, then gives everything back.
+    ~SmcdConnection();
+    SmcdConnection(const SmcdConnection&) = delete;
+    SmcdConnection& operator=(const SmcdConnection&) = delete;
+
+    // As Socket::send/recv. Blocks until the deadline unless nonBlocking.
+    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking);
+    Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline, bool nonBlocking);
+    // done_writing to the peer. Errors: not_connected (closed). Never blocks.
+    Result<void> shutdownWrite();
+    // closed (or abort, when unread bytes are left) to the peer; our DMB is revoked and goes
+    // back to the pool, the peer's mapping is dropped. Never blocks.
+    void close() noexcept;
+    // The TCP connection ended: if the peer did not close first, it died (abort).
+    void peerGone() noexcept;
+
+    bool readable() const; // recv would not block
+    bool writable() const; // send would not block
+    void fillInfo(ConnectionInfo& info) const;
+    // Ask the peer to signal our DMB's eventfd too (for fd()), and the fd itself.
+    int enableEvents() noexcept;
+    // Drains the eventfd (the epoll thread does it before re-checking readiness).
+    void drainEvents() noexcept;
+
+private:
+    SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
+                   std::chrono::microseconds busyPoll);
+    std::byte* ownHead() const noexcept { return rmb_->data(); }
+    std::byte* peerHead() const noexcept { return peer_.peer.data(); }
+    std::span<std::byte> ownRing() const noexcept;
+    std::span<std::byte> peerRing() const noexcept;
+
+    // The peer's latest CDC (in our head) into the stream; a violation aborts.
+    void absorb() SMC_REQUIRES(mutex_);
+    // Our CDC into the peer's head (what the stream holds now).
+    void publish(std::size_t pending = 0) SMC_REQUIRES(mutex_);
+    // What the close machine asked for: its flags into the stream, and a CDC.
+    void act(const cdc::CloseAction& action) SMC_REQUIRES(mutex_);
+    bool peerClosed() const SMC_REQUIRES(mutex_);
+    void abort() SMC_REQUIRES(mutex_);
+    std::uint32_t doorbellSeen() const noexcept;
+    void ringPeer() noexcept;
+    void wakeOwn() noexcept;
+    Result<void> wait(std::uint32_t seen, Deadline deadline) noexcept;
+    void release() noexcept;
+
+    SmcStack& stack_;
+    BufferRef rmb_;
+    SmcdSetup peer_;
+    const std::chrono::microseconds busyPoll_;
+
+    Mutex sendMutex_; // one sender at a time (the copy into the peer's ring)
+    Mutex recvMutex_; // one receiver at a time (the copy out of ours)
+    mutable Mutex mutex_;
+    cdc::CdcStream stream_ SMC_GUARDED_BY(mutex_);
+    cdc::CloseMachine close_ SMC_GUARDED_BY(mutex_);
+    bool closed_ SMC_GUARDED_BY(mutex_) = false;  // close() ran: the buffers are going back
+    bool aborted_ SMC_GUARDED_BY(mutex_) = false; // the peer broke the protocol, or died
+    bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
+    std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
+    std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
+};
+
+} // namespace smc::net

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+// Socket: a connection on SMC-D or TCP behind one API; connect runs the client handshake.
+#include "smc/socket/socket.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "smc/socket/clc_io.h"
+#include "smc/socket/handshake.h"
+#include "smc/socket/internal/socket_impl.h"
+
+namespace smc
+{
+
+using net::Clock;
+using net::Deadline;
+
+SocketImpl::SocketImpl(SmcStack& stack, UniqueFd tcp, bool server, const SocketOptions& options,
+                       std::optional<clc::DeclineCode> fallback)
+    : stack_(stack), tcp_(std::move(tcp)), server_(server), options_(options), fallback_(fallback)
+{
+}
+
+SocketImpl::~SocketImpl()
+{
+    close();
+}
+
+Result<void> SocketImpl::startSmcd(net::SmcdSetup setup)
+{
+    Result<std::unique_ptr<net::SmcdConnection>> conn =
+        net::SmcdConnection::create(stack_, std::move(setup), options_.busyPoll);
+    if (!conn)
+        return conn.error();
+    smcd_ = std::move(*conn);
+    // After CLC nothing more comes on the TCP socket: readable means the peer ended it.
+    tcpWatch_ = stack_.executor().watch(tcp_.get(), [this] { onTcpReadable(); });
+    return {};
+}
+
+void SocketImpl::onTcpReadable() noexcept
+{
+    // EOF, a reset, or bytes the protocol does not allow: the SMC-D connection is over
+    // either way (an orderly close came as a CDC before, and then nothing is lost).
+    if (const int id = tcpWatch_.exchange(-1); id >= 0)
+        stack_.executor().unwatch(id);
+    smcd_->peerGone();
+    refresh();
+}
+
+void SocketImpl::refresh() noexcept
+{
+    net::ReadyFd* ready = readyFd_.load(std::memory_order_acquire);
+    if (ready == nullptr || !smcd_ || closed_)
+        return;
+    // Look and set as one step: the application's thread and the epoll thread both refresh,
+    // and an older look set after a newer one would lose a wakeup.
+    MutexLocker lock(refreshMutex_);
+    ready->set(smcd_->readable(), smcd_->writable());
+}
+
+Result<std::size_t> SocketImpl::send(std::span<const std::byte> data)
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    const Deadline deadline = net::deadlineAfter(options_.sendTimeout);
+    if (smcd_) {
+        Result<std::size_t> n = smcd_->send(data, deadline, nonBlocking_);
+        refresh();
+        return n;
+    }
+    for (;;) {
+        const ssize_t n = ::send(tcp_.get(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0)
+            return static_cast<std::size_t>(n);
+        if (errno != EAGAIN && errno != EINTR)
+            return net::lastError();
+        if (nonBlocking_)
+            return std::make_error_code(std::errc::resource_unavailable_try_again);
+        if (Result<short> r = net::waitFor(tcp_.get(), POLLOUT, deadline); !r)
+            return r.error();
+    }
+}
+
+Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    const Deadline deadline = net::deadlineAfter(options_.recvTimeout);
+    if (smcd_) {
+        Result<std::size_t> n = smcd_->recv(into, deadline, nonBlocking_);
+        refresh();
+        return n;
+    }
+    for (;;) {
+        const ssize_t n = ::recv(tcp_.get(), into.data(), into.size(), MSG_DONTWAIT);
+        if (n >= 0)
+            return static_cast<std::size_t>(n);
+        if (errno != EAGAIN && errno != EINTR)
+            return net::lastError();
+        if (nonBlocking_)
+            return std::make_error_code(std::errc::resource_unavailable_try_again);
+        if (Result<short> r = net::waitFor(tcp_.get(), POLLIN, deadline); !r)
+            return r.error();
+    }
+}
+
+Result<void> SocketImpl::shutdown(Shutdown how)
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (smcd_) {
+        // SHUT_RD sends nothing (Linux); receives still drain what came.
+        if (how == Shutdown::Read)
+            return {};
+        return smcd_->shutdownWrite();
+    }
+    const int h = how == Shutdown::Read ? SHUT_RD : how == Shutdown::Write ? SHUT_WR : SHUT_RDWR;
+    if (::shutdown(tcp_.get(), h) != 0)
+        return net::lastError();
+    return {};
+}
+
+void SocketImpl::close() noexcept
+{
+    if (closed_.exchange(true))
+        return;
+    if (const int id = tcpWatch_.exchange(-1); id >= 0)
+        stack_.executor().unwatch(id);
+    if (const int id = eventWatch_.exchange(-1); id >= 0)
+        stack_.executor().unwatch(id);
+    if (smcd_)
+        smcd_->close();
+    tcp_.reset();
+}
+
+int SocketImpl::fd()
+{
+    if (!smcd_)
+        return tcp_.get();
+    MutexLocker lock(readyMutex_);
+    if (!ready_) {
+        Result<net::ReadyFd> made = net::ReadyFd::create();
+        if (!made)
+            return -1;
+        ready_ = std::make_unique<net::ReadyFd>(std::move(*made));
+        readyFd_.store(ready_.get(), std::memory_order_release);
+        const int events = smcd_->enableEvents();
+        eventWatch_ = stack_.executor().watch(events, [this] {
+            smcd_->drainEvents();
+            refresh();
+        });
+        refresh();
+    }
+    return ready_->fd();
+}
+
+ConnectionInfo SocketImpl::info() const
+{
+    ConnectionInfo i;
+    if (smcd_)
+        smcd_->fillInfo(i);
+    else
+        i.state = closed_ ? "CLOSED" : "ACTIVE";
+    i.fallback = fallback_;
+    i.server = server_;
+    if (tcp_) {
+        if (Result<net::SocketAddress> a = net::localAddress(tcp_.get()))
+            i.local = a->toString();
+        if (Result<net::SocketAddress> a = net::peerAddress(tcp_.get()))
+            i.peer = a->toString();
+    }
+    return i;
+}
+
+// Runs the handshake on a connected TCP socket and makes the connection of its outcome.
+Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
+                                              const SocketOptions& options)
+{
+    if (options.mode == Mode::Tcp) {
+        stack.countTcpForced();
+        auto impl =
+            std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
+        stack.enroll(impl);
+        return impl;
+    }
+    Result<net::Outcome> outcome = server ? net::serverHandshake(stack, tcp.get(), options)
+                                          : net::clientHandshake(stack, tcp.get(), options);
+    if (!outcome) {
+        stack.countHandshakeError();
+        return outcome.error();
+    }
+    if (auto* fallback = std::get_if<net::Fallback>(&*outcome)) {
+        stack.countFallback(server, fallback->reason);
+        auto impl =
+            std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, fallback->reason);
+        stack.enroll(impl);
+        return impl;
+    }
+    auto impl = std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
+    if (Result<void> started = impl->startSmcd(std::move(std::get<net::SmcdSetup>(*outcome)));
+        !started) {
+        stack.countHandshakeError();
+        return started.error();
+    }
+    stack.countSmcd(server);
+    stack.enroll(impl);
+    return impl;
+}
+
+Socket::Socket() = default;
+Socket::~Socket()
+{
+    close();
+}
+Socket::Socket(Socket&&) noexcept = default;
+Socket& Socket::operator=(Socket&& other) noexcept
+{
+    if (this != &other) {
+        close();
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
+}
+Socket::Socket(std::shared_ptr<SocketImpl> impl) noexcept : impl_(std::move(impl)) {}
+
+Result<Socket> Socket::connect(SmcStack& stack, std::string_view host, std::uint16_t port,
+                               const SocketOptions& options)
+{
+    Result<net::SocketAddress> to = net::resolve(host, port, false);
+    if (!to)
+        return to.error();
+    Result<UniqueFd> tcp = net::connectTcp(*to, net::deadlineAfter(options.connectTimeout));
+    if (!tcp)
+        return tcp.error();
+    Result<std::shared_ptr<SocketImpl>> impl = establish(stack, std::move(*tcp), false, options);
+    if (!impl)
+        return impl.error();
+    return Socket(std::move(*impl));
+}
+
+Result<std::size_t> Socket::send(std::span<const std::byte> data)
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->send(data);
+}
+
+Result<std::size_t> Socket::recv(std::span<std::byte> into)
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->recv(into);
+}
+
+Result<void> Socket::shutdown(Shutdown how)
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->shutdown(how);
+}
+
+void Socket::close() noexcept
+{
+    if (impl_) {
+        impl_->close();
+        impl_.reset();
+    }
+}
+
+int Socket::fd() const noexcept
+{
+    return impl_ ? impl_->fd() : -1;
+}
+
+void Socket::setNonBlocking(bool on) noexcept
+{
+    if (impl_)
+        impl_->setNonBlocking(on);
+}
+
+bool Socket::connected() const noexcept
+{
+    return impl_ && impl_->connected();
+}
+
+Transport Socket::transport() const noexcept
+{
+    return impl_ ? impl_->transport() : Transport::Tcp;
+}
+
+std::optional<clc::DeclineCode> Socket::fallbackReason() const noexcept
+{
+    return impl_ ? impl_->fallbackReason() : std::nullopt;
+}
+
+ConnectionInfo Socket::info() const
+{
+    return impl_ ? impl_->info() : ConnectionInfo{};
+}
+
+} // namespace smc

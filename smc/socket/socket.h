@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+// Socket and Listener: SMC connections behind a socket-like API, falling back to TCP.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+#include "smc/clc/clc_messages.h"
+#include "smc/socket/stack.h"
+
+namespace smc
+{
+
+class SocketImpl;
+class ListenerImpl;
+
+enum class Shutdown : std::uint8_t { Read, Write, Both };
+
+// One connection. Move-only: closing or destroying the handle ends the connection. Calls from
+// several threads are allowed: one sender and one receiver may run at once (sends are serialised
+// among themselves, receives too).
+//
+// Errors, for every call below besides its own: not_connected (closed or never connected),
+// connection_reset (the peer aborted, or died), broken_pipe (send after shutdown(Write) or
+// after the peer closed), timed_out (the call's timeout passed), resource_unavailable_try_again
+// (non-blocking and nothing could be done now).
+class Socket
+{
+public:
+    Socket();
+    ~Socket();
+    Socket(Socket&&) noexcept;
+    Socket& operator=(Socket&&) noexcept;
+
+    // TCP connect, then the CLC handshake as client. A DECLINE from the peer, or one we send
+    // (no device, no memory, ...), leaves a TCP connection (Transport::Tcp, fallbackReason()).
+    // Errors: the TCP connect's (connection_refused, timed_out, ...); after TCP, timed_out
+    // (no CLC answer within options.clcTimeout) and protocol_error (the answer is not CLC,
+    // or malformed): as in Linux those are hard errors, not fallbacks. Blocks up to
+    // options.connectTimeout for TCP and options.clcTimeout per CLC message.
+    static Result<Socket> connect(SmcStack& stack, std::string_view host, std::uint16_t port,
+                                  const SocketOptions& options = {});
+
+    // Up to data.size() bytes; returns how many were taken (≥ 1 unless data is empty).
+    // Blocks until some room or options.sendTimeout (negative: forever), unless non-blocking.
+    Result<std::size_t> send(std::span<const std::byte> data);
+    // Up to into.size() bytes; 0 at the end of the stream (the peer shut down writing).
+    // Blocks until data, EOF or options.recvTimeout, unless non-blocking.
+    Result<std::size_t> recv(std::span<std::byte> into);
+    // Read: later receives see the end; Write: the peer sees the end of the stream once what
+    // was sent is read. Errors: not_connected. Does not block (sent data is already out).
+    Result<void> shutdown(Shutdown how);
+    // Ends the connection: orderly when nothing unread is left here, else an abort (the
+    // peer sees connection_reset), as Linux does. Buffers go back to the pool, mappings
+    // are dropped. Later calls give not_connected. Never blocks; the destructor closes.
+    void close() noexcept;
+
+    // A descriptor for the application's poll/epoll: readable when recv() would not block,
+    // writable when send() would not (or when either would fail). Level-triggered, like a
+    // socket's. For TCP it is the TCP socket itself. Valid until close().
+    int fd() const noexcept;
+    void setNonBlocking(bool on) noexcept;
+
+    bool connected() const noexcept;
+    Transport transport() const noexcept;
+    // Why the connection runs on TCP although SMC was tried; nullopt for SMC or a forced TCP.
+    std::optional<clc::DeclineCode> fallbackReason() const noexcept;
+    // What `smcss` shows for it.
+    ConnectionInfo info() const;
+
+private:
+    friend class Listener;
+    explicit Socket(std::shared_ptr<SocketImpl> impl) noexcept;
+    std::shared_ptr<SocketImpl> impl_;
+};
+
+// A listening socket. accept() hands out connections whose handshake is done (SMC or a
+// fallback); handshakes run on the stack's executor, never on the accepting thread.
+class Listener
+{
+public:
+    Listener();
+    ~Listener();
+    Listener(Listener&&) noexcept;
+    Listener& operator=(Listener&&) noexcept;
+
+    // Binds and listens ("" = every address; port 0 = any free port). Errors: bind(2)'s and
+    // listen(2)'s (address_in_use, permission_denied, ...), address_not_available (host).
+    // Does not block beyond name resolution.
+    static Result<Listener> listen(SmcStack& stack, std::string_view host, std::uint16_t port,
+                                   const SocketOptions& options = {});
+
+    // The next connection. Blocks up to `timeout` (negative: forever). Errors: timed_out,
+    // not_connected (closed). Connections whose handshake failed hard never show up here.
+    Result<Socket> accept(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
+    // Readable when accept() would not block.
+    int fd() const noexcept;
+    std::uint16_t port() const noexcept;
+    // Stops accepting; connections not yet accepted are closed. Never blocks for long.
+    void close() noexcept;
+
+private:
+    std::shared_ptr<ListenerImpl> impl_;
+};
+
+} // namespace smc

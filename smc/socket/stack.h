@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+// SmcStack: what a process's SMC sockets share (devices, buffer pool, executor, statistics).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/executor.h"
+#include "base/mutex.h"
+#include "base/result.h"
+#include "pool/buffer_pool.h"
+#include "smc/clc/clc_messages.h"
+
+namespace smc
+{
+
+class ShmIsm;
+class IsmRegistrar;
+class SocketImpl;
+
+// What a socket tries when it connects or accepts.
+enum class Mode : std::uint8_t {
+    Auto, // SMC-D when the peer is a process of this host, else a fallback to TCP
+    SmcD, // the same: SMC-D is the only SMC this build has without RDMA
+    Tcp,  // plain TCP, no CLC at all (both ends must agree: a CLC peer would wait for it)
+};
+
+enum class Transport : std::uint8_t {
+    SmcD, // cross-process loopback-ism: the peer's DMB mapped here
+    Tcp,  // plain TCP on the same socket: forced, or a fallback (Socket::fallbackReason)
+};
+const char* toString(Transport transport) noexcept;
+
+struct SocketOptions {
+    Mode mode = Mode::Auto;
+    // Our receive buffer (the DMB, its 32-byte CDC head included), rounded up to a size
+    // class; Linux asks for sk_rcvbuf / 2 = 64 KiB by default. A smaller class is taken
+    // when memory or the device runs short.
+    std::size_t rmbBytes = 64 * 1024;
+    std::chrono::milliseconds connectTimeout{30'000};
+    std::chrono::milliseconds clcTimeout{6'000}; // Linux CLC_WAIT_TIME, per message
+    std::chrono::milliseconds sendTimeout{-1};   // negative: block forever
+    std::chrono::milliseconds recvTimeout{-1};
+    // SMC-D: a blocked send or recv first watches the shared doorbell this long (spinning,
+    // like net.core.busy_poll) before it sleeps in a futex. A peer that answers sooner is
+    // seen in well under a microsecond instead of after two context switches; 0 sleeps at
+    // once (no CPU spent waiting).
+    std::chrono::microseconds busyPoll{20};
+};
+
+struct StackConfig {
+    // The user EID offered and accepted for SMC-Dv2 (Linux needs one for loopback-ism): 1..32
+    // of A-Z 0-9 . -, as `smcr ueid add` takes it.
+    std::string ueid = "SMC-CORE-LOOPBACK";
+    LockPolicy poolPolicy = LockPolicy::Default;
+    std::size_t poolMemoryLimit = 0; // 0: none
+    Executor* executor = nullptr;    // null: Executor::shared()
+};
+
+// Connections by how they ended up, as `smcd stats` counts them, and fallbacks by reason
+// (Linux's decline codes), per role.
+struct StackStats {
+    std::uint64_t smcdClient = 0;
+    std::uint64_t smcdServer = 0;
+    std::uint64_t tcpForced = 0; // Mode::Tcp
+    std::map<clc::DeclineCode, std::uint64_t> clientFallbacks;
+    std::map<clc::DeclineCode, std::uint64_t> serverFallbacks;
+    std::uint64_t handshakeErrors = 0; // hard errors: CLC timed out or malformed
+};
+
+// One connection as `smcss` shows it.
+struct ConnectionInfo {
+    Transport transport = Transport::Tcp;
+    std::optional<clc::DeclineCode> fallback;
+    std::string state; // ACTIVE, PEERCLOSEWAIT1, ..., CLOSED (Linux's names)
+    std::string local;
+    std::string peer;
+    bool server = false;
+    std::size_t rmbBytes = 0;     // our receive ring
+    std::size_t peerRmbBytes = 0; // the peer's, where we write
+    std::uint64_t dmbToken = 0;   // ours
+    std::uint64_t peerDmbToken = 0;
+    std::uint16_t producerWrap = 0; // our producer cursor into the peer's ring
+    std::uint32_t producerCount = 0;
+    std::uint16_t consumerWrap = 0; // how far we consumed our ring
+    std::uint32_t consumerCount = 0;
+    std::uint64_t bytesSent = 0;
+    std::uint64_t bytesReceived = 0;
+};
+
+class SmcStack
+{
+public:
+    // Opens the cross-process loopback-ism device and the SMC-D buffer pool. Errors:
+    // invalid_argument (a bad UEID), the device's (its Unix socket), the pool's. Does not
+    // block.
+    static Result<std::unique_ptr<SmcStack>> create(StackConfig config = {});
+    // Every Socket and Listener made with the stack must be gone first.
+    ~SmcStack();
+    SmcStack(const SmcStack&) = delete;
+    SmcStack& operator=(const SmcStack&) = delete;
+
+    StackStats stats() const;
+    PoolStats poolStats() const;
+    // Every connection of the process made with this stack that is not closed yet.
+    std::vector<ConnectionInfo> connections() const;
+
+    // For the socket layer.
+    Executor& executor() noexcept { return executor_; }
+    ShmIsm& device() noexcept { return *device_; }
+    BufferPool& pool() noexcept { return *pool_; }
+    const clc::Eid& ueid() const noexcept { return ueid_; }
+    void countSmcd(bool server) noexcept;
+    void countTcpForced() noexcept;
+    void countFallback(bool server, clc::DeclineCode reason);
+    void countHandshakeError() noexcept;
+    void enroll(const std::shared_ptr<SocketImpl>& socket);
+
+private:
+    SmcStack(StackConfig config, Executor& executor, clc::Eid ueid);
+
+    StackConfig config_;
+    Executor& executor_;
+    clc::Eid ueid_;
+    std::unique_ptr<ShmIsm> device_;
+    std::unique_ptr<IsmRegistrar> registrar_;
+    std::unique_ptr<BufferPool> pool_; // its DMBs live on device_: destroyed first
+
+    mutable Mutex mutex_;
+    StackStats stats_ SMC_GUARDED_BY(mutex_);
+    std::vector<std::weak_ptr<SocketImpl>> sockets_ SMC_GUARDED_BY(mutex_);
+};
+
+} // namespace smc

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+// smc-nc: netcat over smc-core; stdin to the connection and the connection to stdout.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smc/socket/smcss.h"
+#include "smc/socket/socket.h"
+
+namespace
+{
+
+using namespace smc;
+
+int usage()
+{
+    std::fprintf(
+        stderr,
+        "usage: smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] HOST PORT\n"
+        "       smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] -l [HOST] PORT\n"
+        "Copies stdin to the connection and the connection to stdout until both end\n"
+        "(like nc -N). -v: the mode chosen on stderr; --json: the connection, smcss-style.\n");
+    return 2;
+}
+
+bool parseNumber(std::string_view text, std::size_t& out)
+{
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc() && end == text.data() + text.size();
+}
+
+void describe(const Socket& s)
+{
+    if (s.transport() == Transport::SmcD)
+        std::fprintf(stderr, "smc-nc: SMC-D\n");
+    else if (const auto reason = s.fallbackReason())
+        std::fprintf(stderr, "smc-nc: TCP fallback %s (0x%08x)\n", clc::toString(*reason),
+                     static_cast<unsigned>(*reason));
+    else
+        std::fprintf(stderr, "smc-nc: TCP\n");
+}
+
+// The copy loop: one poll over stdin, stdout-bound socket data and the socket's readiness.
+int pump(Socket& s)
+{
+    s.setNonBlocking(true);
+    ::fcntl(STDIN_FILENO, F_SETFL, ::fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
+    std::vector<std::byte> out; // read from stdin, not yet sent
+    std::size_t outAt = 0;
+    bool inEof = false, shutDown = false, netEof = false;
+    std::array<std::byte, 256 * 1024> buf;
+    while (!(netEof && shutDown)) {
+        pollfd fds[2] = {{STDIN_FILENO, 0, 0}, {s.fd(), 0, 0}};
+        if (!inEof && outAt == out.size())
+            fds[0].events = POLLIN;
+        if (outAt < out.size())
+            fds[1].events |= POLLOUT;
+        if (!netEof)
+            fds[1].events |= POLLIN;
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR)
+            return 1;
+        // POLLHUP comes whether asked or not: read only when there is room for more.
+        if (fds[0].events != 0 && fds[0].revents != 0) {
+            const ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
+            if (n > 0) {
+                out.assign(buf.begin(), buf.begin() + n);
+                outAt = 0;
+            } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                inEof = true;
+            }
+        }
+        while (outAt < out.size()) {
+            Result<std::size_t> n = s.send(std::span(out).subspan(outAt));
+            if (!n) {
+                if (n.error() == std::errc::resource_unavailable_try_again)
+                    break;
+                std::fprintf(stderr, "smc-nc: send: %s\n", n.error().message().c_str());
+                return 1;
+            }
+            outAt += *n;
+        }
+        if (inEof && outAt == out.size() && !shutDown) {
+            (void)s.shutdown(Shutdown::Write);
+            shutDown = true;
+        }
+        while (!netEof) {
+            Result<std::size_t> n = s.recv(buf);
+            if (!n) {
+                if (n.error() == std::errc::resource_unavailable_try_again)
+                    break;
+                std::fprintf(stderr, "smc-nc: recv: %s\n", n.error().message().c_str());
+                return 1;
+            }
+            if (*n == 0) {
+                netEof = true;
+                break;
+            }
+            for (std::size_t done = 0; done < *n;) {
+                const ssize_t w = ::write(STDOUT_FILENO, buf.data() + done, *n - done);
+                if (w < 0 && errno != EINTR && errno != EAGAIN)
+                    return 1;
+                if (w > 0)
+                    done += static_cast<std::size_t>(w);
+            }
+        }
+    }
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    bool verbose = false, listen = false;
+    SocketOptions options;
+    std::string json;
+    std::vector<std::string_view> rest;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "-v")
+            verbose = true;
+        else if (a == "-l")
+            listen = true;
+        else if (a == "--smcd")
+            options.mode = Mode::SmcD;
+        else if (a == "--tcp")
+            options.mode = Mode::Tcp;
+        else if (a == "--rmb" && i + 1 < argc) {
+            if (!parseNumber(argv[++i], options.rmbBytes))
+                return usage();
+        } else if (a == "--json" && i + 1 < argc)
+            json = argv[++i];
+        else if (a == "--smcr")
+            return std::fprintf(stderr, "smc-nc: SMC-R sockets are not built yet\n"), 2;
+        else if (!a.empty() && a[0] == '-')
+            return usage();
+        else
+            rest.push_back(a);
+    }
+    std::size_t port = 0;
+    if (rest.empty() || rest.size() > 2 || !parseNumber(rest.back(), port) || port > 65535 ||
+        (!listen && rest.size() != 2))
+        return usage();
+    const std::string host = rest.size() == 2 ? std::string(rest[0]) : std::string();
+
+    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
+    if (!stack) {
+        std::fprintf(stderr, "smc-nc: %s\n", stack.error().message().c_str());
+        return 1;
+    }
+    Result<Socket> s = std::make_error_code(std::errc::not_connected);
+    if (listen) {
+        Result<Listener> l =
+            Listener::listen(**stack, host, static_cast<std::uint16_t>(port), options);
+        if (!l) {
+            std::fprintf(stderr, "smc-nc: listen: %s\n", l.error().message().c_str());
+            return 1;
+        }
+        if (verbose)
+            std::fprintf(stderr, "smc-nc: listening on port %u\n", l->port());
+        s = l->accept();
+    } else {
+        s = Socket::connect(**stack, host, static_cast<std::uint16_t>(port), options);
+    }
+    if (!s) {
+        std::fprintf(stderr, "smc-nc: %s: %s\n", listen ? "accept" : "connect",
+                     s.error().message().c_str());
+        return 1;
+    }
+    if (verbose)
+        describe(*s);
+    const int rc = pump(*s);
+    if (!json.empty())
+        writeSmcssJson(json, (*stack)->connections(), (*stack)->stats());
+    return rc;
+}

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+// Sockets in one process: SMC-D over the cross-process device, fallbacks, close, readiness.
+#include "smc/socket/socket.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "smc/socket/clc_io.h"
+#include "smc/socket/tcp.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<SmcStack> makeStack(StackConfig config = {})
+{
+    return std::move(SmcStack::create(config)).value();
+}
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed)
+{
+    std::vector<std::byte> v(n);
+    std::mt19937 rng(seed);
+    for (auto& b : v)
+        b = static_cast<std::byte>(rng());
+    return v;
+}
+
+Result<void> sendAll(Socket& s, std::span<const std::byte> data)
+{
+    while (!data.empty()) {
+        Result<std::size_t> n = s.send(data);
+        if (!n)
+            return n.error();
+        data = data.subspan(*n);
+    }
+    return {};
+}
+
+// Reads until EOF (or an error, returned).
+Result<std::vector<std::byte>> recvAll(Socket& s)
+{
+    std::vector<std::byte> got;
+    std::array<std::byte, 70000> chunk;
+    for (;;) {
+        Result<std::size_t> n = s.recv(chunk);
+        if (!n)
+            return n.error();
+        if (*n == 0)
+            return got;
+        got.insert(got.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(*n));
+    }
+}
+
+struct Pair {
+    Socket client;
+    Socket server;
+};
+
+Pair connectPair(SmcStack& serverStack, SmcStack& clientStack, SocketOptions serverOptions = {},
+                 SocketOptions clientOptions = {})
+{
+    Listener l = std::move(Listener::listen(serverStack, "127.0.0.1", 0, serverOptions)).value();
+    Pair p;
+    Result<Socket> c = Socket::connect(clientStack, "127.0.0.1", l.port(), clientOptions);
+    EXPECT_TRUE(c) << c.error().message();
+    if (c)
+        p.client = std::move(*c);
+    Result<Socket> s = l.accept(10s);
+    EXPECT_TRUE(s) << s.error().message();
+    if (s)
+        p.server = std::move(*s);
+    return p;
+}
+
+// Both ways at once, more than the rings hold, in odd pieces: nothing lost or reordered.
+void exchange(Pair& p, std::size_t bytes)
+{
+    const auto a = pattern(bytes, 1);
+    const auto b = pattern(bytes, 2);
+    std::thread clientSend([&] {
+        EXPECT_TRUE(sendAll(p.client, a));
+        EXPECT_TRUE(p.client.shutdown(Shutdown::Write));
+    });
+    std::thread serverSend([&] {
+        EXPECT_TRUE(sendAll(p.server, b));
+        EXPECT_TRUE(p.server.shutdown(Shutdown::Write));
+    });
+    Result<std::vector<std::byte>> atServer = std::vector<std::byte>{};
+    std::thread serverRecv([&] { atServer = recvAll(p.server); });
+    Result<std::vector<std::byte>> atClient = recvAll(p.client);
+    serverRecv.join();
+    clientSend.join();
+    serverSend.join();
+    ASSERT_TRUE(atClient);
+    ASSERT_TRUE(atServer);
+    EXPECT_TRUE(*atServer == a);
+    EXPECT_TRUE(*atClient == b);
+}
+
+TEST(Socket, SmcdBothWaysThroughTheRings)
+{
+    auto server = makeStack();
+    auto client = makeStack();
+    Pair p = connectPair(*server, *client);
+    ASSERT_EQ(p.client.transport(), Transport::SmcD);
+    ASSERT_EQ(p.server.transport(), Transport::SmcD);
+    EXPECT_EQ(p.client.fallbackReason(), std::nullopt);
+    exchange(p, 3 * 1024 * 1024 + 17);
+    EXPECT_EQ(client->stats().smcdClient, 1u);
+    EXPECT_EQ(server->stats().smcdServer, 1u);
+    p.client.close();
+    p.server.close();
+    EXPECT_EQ(server->poolStats().rmb.inUseBytes, 0);
+    EXPECT_EQ(client->poolStats().rmb.inUseBytes, 0);
+}
+
+TEST(Socket, OneStackCanBeBothEnds)
+{
+    auto stack = makeStack();
+    Pair p = connectPair(*stack, *stack);
+    ASSERT_EQ(p.client.transport(), Transport::SmcD);
+    exchange(p, 200'000);
+    EXPECT_EQ(stack->connections().size(), 2u);
+}
+
+TEST(Socket, ForcedTcpOnBothEndsIsPlainTcp)
+{
+    auto stack = makeStack();
+    SocketOptions tcp;
+    tcp.mode = Mode::Tcp;
+    Pair p = connectPair(*stack, *stack, tcp, tcp);
+    EXPECT_EQ(p.client.transport(), Transport::Tcp);
+    EXPECT_EQ(p.client.fallbackReason(), std::nullopt);
+    exchange(p, 1'000'000);
+    EXPECT_EQ(stack->stats().tcpForced, 2u);
+}
+
+TEST(Socket, APeerWithoutClcFallsBackWithItsBytesIntact)
+{
+    auto stack = makeStack();
+    SocketOptions tcp;
+    tcp.mode = Mode::Tcp; // the client sends application bytes first: not CLC
+    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0)).value();
+    Socket c = std::move(Socket::connect(*stack, "127.0.0.1", l.port(), tcp)).value();
+    const auto hello = pattern(1000, 3);
+    ASSERT_TRUE(sendAll(c, hello));
+    Socket s = std::move(l.accept(10s)).value();
+    EXPECT_EQ(s.transport(), Transport::Tcp);
+    EXPECT_EQ(s.fallbackReason(), clc::DeclineCode::PeerNoSmc);
+    std::vector<std::byte> got(hello.size());
+    std::size_t have = 0;
+    while (have < got.size())
+        have += s.recv(std::span(got).subspan(have)).value();
+    EXPECT_TRUE(got == hello);
+    EXPECT_EQ(stack->stats().serverFallbacks.at(clc::DeclineCode::PeerNoSmc), 1u);
+}
+
+TEST(Socket, NoCommonEidIsADeclineAndBothFallBack)
+{
+    StackConfig other;
+    other.ueid = "ANOTHER-EID";
+    auto server = makeStack(other);
+    auto client = makeStack();
+    Pair p = connectPair(*server, *client);
+    EXPECT_EQ(p.client.transport(), Transport::Tcp);
+    EXPECT_EQ(p.server.transport(), Transport::Tcp);
+    EXPECT_EQ(p.client.fallbackReason(), clc::DeclineCode::NoUeid); // the server's diagnosis
+    EXPECT_EQ(p.server.fallbackReason(), clc::DeclineCode::NoUeid);
+    exchange(p, 500'000);
+    EXPECT_EQ(server->stats().serverFallbacks.at(clc::DeclineCode::NoUeid), 1u);
+    EXPECT_EQ(client->stats().clientFallbacks.at(clc::DeclineCode::NoUeid), 1u);
+    EXPECT_EQ(server->poolStats().rmb.inUseBytes, 0);
+}
+
+TEST(Socket, NoRoomForAnRmbIsADeclineMem)
+{
+    StackConfig tiny;
+    tiny.poolMemoryLimit = 16 * 1024; // one DMB of the smallest class
+    auto server = makeStack(tiny);
+    auto client = makeStack();
+    SocketOptions big;
+    big.rmbBytes = 1 << 20;
+    // Server: its one 16 KiB DMB fits; a second connection's does not.
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, big)).value();
+    Socket c1 = std::move(Socket::connect(*client, "127.0.0.1", l.port())).value();
+    Socket s1 = std::move(l.accept(10s)).value();
+    EXPECT_EQ(s1.transport(), Transport::SmcD);
+    Socket c2 = std::move(Socket::connect(*client, "127.0.0.1", l.port())).value();
+    Socket s2 = std::move(l.accept(10s)).value();
+    EXPECT_EQ(s2.transport(), Transport::Tcp);
+    EXPECT_EQ(s2.fallbackReason(), clc::DeclineCode::Mem);
+    EXPECT_EQ(c2.fallbackReason(), clc::DeclineCode::Mem);
+}
+
+TEST(Socket, MalformedClcGetsADeclineAndLeaksNothing)
+{
+    auto stack = makeStack();
+    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0)).value();
+    auto to = net::resolve("127.0.0.1", l.port(), false).value();
+    UniqueFd raw = std::move(net::connectTcp(to, net::deadlineAfter(5s))).value();
+    // A PROPOSAL header whose length does not fit its layout (v2, SMC-D, 20 bytes).
+    std::vector<std::byte> bad = {std::byte{0xe2}, std::byte{0xd4}, std::byte{0xc3},
+                                  std::byte{0xd9}, std::byte{0x01}, std::byte{0x00},
+                                  std::byte{0x14}, std::byte{0x26}};
+    bad.resize(20);
+    ASSERT_TRUE(net::writeAll(raw.get(), bad, net::deadlineAfter(5s)));
+    Result<clc::Message> answer = net::readClc(raw.get(), net::deadlineAfter(10s));
+    ASSERT_TRUE(answer) << answer.error().message();
+    ASSERT_TRUE(std::holds_alternative<clc::Decline>(*answer));
+    Socket s = std::move(l.accept(10s)).value();
+    EXPECT_EQ(s.transport(), Transport::Tcp);
+    EXPECT_EQ(stack->poolStats().rmb.inUseBytes, 0);
+    // And the stream goes on as TCP.
+    const char ping[] = "ping";
+    ASSERT_EQ(::send(raw.get(), ping, 4, MSG_NOSIGNAL), 4);
+    std::array<std::byte, 4> got{};
+    std::size_t have = 0;
+    while (have < 4)
+        have += s.recv(std::span(got).subspan(have)).value();
+    EXPECT_EQ(std::memcmp(got.data(), ping, 4), 0);
+}
+
+TEST(Socket, ClientTimesOutOnASilentServer)
+{
+    auto stack = makeStack();
+    auto at = net::resolve("127.0.0.1", 0, true).value();
+    UniqueFd silent = std::move(net::listenTcp(at, 4)).value();
+    const std::uint16_t port = net::localAddress(silent.get()).value().port();
+    SocketOptions quick;
+    quick.clcTimeout = 200ms;
+    Result<Socket> c = Socket::connect(*stack, "127.0.0.1", port, quick);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error(), std::errc::timed_out);
+    EXPECT_EQ(stack->stats().handshakeErrors, 1u);
+    EXPECT_EQ(stack->poolStats().rmb.inUseBytes, 0);
+}
+
+TEST(Socket, ShutdownWriteIsEofAndCloseWithUnreadDataIsAReset)
+{
+    auto stack = makeStack();
+    Pair p = connectPair(*stack, *stack);
+    ASSERT_EQ(p.client.transport(), Transport::SmcD);
+    const auto data = pattern(1000, 4);
+    ASSERT_TRUE(sendAll(p.client, data));
+    ASSERT_TRUE(p.client.shutdown(Shutdown::Write));
+    EXPECT_EQ(p.client.send(data).error(), std::errc::broken_pipe);
+    Result<std::vector<std::byte>> got = recvAll(p.server);
+    ASSERT_TRUE(got);
+    EXPECT_TRUE(*got == data);
+
+    // The server leaves bytes unread and closes: the client learns it was not orderly.
+    Pair q = connectPair(*stack, *stack);
+    ASSERT_TRUE(sendAll(q.client, data));
+    std::this_thread::sleep_for(10ms);
+    q.server.close();
+    std::array<std::byte, 16> b{};
+    Result<std::size_t> r = q.client.recv(b);
+    while (r && *r > 0)
+        r = q.client.recv(b);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::connection_reset);
+    EXPECT_EQ(q.server.recv(b).error(), std::errc::not_connected); // a handle after close
+}
+
+TEST(Socket, PollableFdIsReadableAndWritableLikeASocket)
+{
+    auto stack = makeStack();
+    Pair p = connectPair(*stack, *stack);
+    ASSERT_EQ(p.server.transport(), Transport::SmcD);
+    p.server.setNonBlocking(true);
+    p.client.setNonBlocking(true);
+    pollfd in{p.server.fd(), POLLIN, 0};
+    ASSERT_GE(in.fd, 0);
+    EXPECT_EQ(::poll(&in, 1, 0), 0) << "nothing to read yet";
+    std::array<std::byte, 64> buf{};
+    EXPECT_EQ(p.server.recv(buf).error(), std::errc::resource_unavailable_try_again);
+    ASSERT_EQ(p.client.send(pattern(64, 5)).value(), 64u);
+    EXPECT_EQ(::poll(&in, 1, 5000), 1);
+    EXPECT_EQ(p.server.recv(buf).value(), 64u);
+    EXPECT_EQ(::poll(&in, 1, 0), 0) << "read empty again";
+
+    // Fill the server's ring from the client: the client's fd stops being writable.
+    pollfd out{p.client.fd(), POLLOUT, 0};
+    EXPECT_EQ(::poll(&out, 1, 0), 1);
+    const auto chunk = pattern(4096, 6);
+    while (p.client.send(chunk))
+        ;
+    EXPECT_EQ(::poll(&out, 1, 0), 0) << "ring full";
+    std::array<std::byte, 65536> sink{};
+    while (p.server.recv(sink))
+        ;
+    EXPECT_EQ(::poll(&out, 1, 5000), 1) << "room again once the server read";
+}
+
+} // namespace
+} // namespace smc
