@@ -25,10 +25,11 @@ int usage()
 {
     std::fprintf(
         stderr,
-        "usage: smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] HOST PORT\n"
-        "       smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] -l [HOST] PORT\n"
+        "usage: smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] [--smcss] HOST PORT\n"
+        "       smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] [--smcss] -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
-        "(like nc -N). -v: the mode chosen on stderr; --json: the connection, smcss-style.\n");
+        "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
+        "--json into FILE, --smcss as a table on stderr.\n");
     return 2;
 }
 
@@ -120,7 +121,7 @@ int pump(Socket& s)
 
 int main(int argc, char** argv)
 {
-    bool verbose = false, listen = false;
+    bool verbose = false, listen = false, smcss = false;
     SocketOptions options;
     std::string json;
     std::vector<std::string_view> rest;
@@ -137,6 +138,8 @@ int main(int argc, char** argv)
         else if (a == "--rmb" && i + 1 < argc) {
             if (!parseNumber(argv[++i], options.rmbBytes))
                 return usage();
+        } else if (a == "--smcss") {
+            smcss = true;
         } else if (a == "--json" && i + 1 < argc)
             json = argv[++i];
         else if (a == "--smcr")
@@ -179,7 +182,9 @@ int main(int argc, char** argv)
     if (verbose)
         describe(*s);
     const int rc = pump(*s);
-    if (!json.empty())
-        writeSmcssJson(json, (*stack)->connections(), (*stack)->stats());
+    if (!json.empty() && !writeSmcssJson(json, (*stack)->connections(), (*stack)->stats()))
+        std::fprintf(stderr, "smc-nc: cannot write %s\n", json.c_str());
+    if (smcss)
+        std::fputs(smcssTable((*stack)->connections()).c_str(), stderr);
     return rc;
 }
