@@ -10,6 +10,7 @@
 #include "base/mutex.h"
 #include "smc/cdc/cdc_close.h"
 #include "smc/cdc/cdc_stream.h"
+#include "smc/socket/data_path.h"
 #include "smc/socket/handshake.h"
 #include "smc/socket/tcp.h"
 
@@ -29,7 +30,7 @@ namespace smc::net
 // us from our own side (the TCP socket).
 //
 // One sender and one receiver may run at once; the state they share is under mutex_.
-class SmcdConnection
+class SmcdConnection final : public DataPath
 {
 public:
     // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
@@ -37,28 +38,24 @@ public:
     static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
                                                           std::chrono::microseconds busyPoll);
     // Aborts if still open, then gives everything back.
-    ~SmcdConnection();
+    ~SmcdConnection() override;
     SmcdConnection(const SmcdConnection&) = delete;
     SmcdConnection& operator=(const SmcdConnection&) = delete;
 
-    // As Socket::send/recv. Blocks until the deadline unless nonBlocking.
-    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking);
-    Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline, bool nonBlocking);
-    // done_writing to the peer. Errors: not_connected (closed). Never blocks.
-    Result<void> shutdownWrite();
-    // closed (or abort, when unread bytes are left) to the peer; our DMB is revoked and goes
-    // back to the pool, the peer's mapping is dropped. Never blocks.
-    void close() noexcept;
-    // The TCP connection ended: if the peer did not close first, it died (abort).
-    void peerGone() noexcept;
-
-    bool readable() const; // recv would not block
-    bool writable() const; // send would not block
-    void fillInfo(ConnectionInfo& info) const;
-    // Ask the peer to signal our DMB's eventfd too (for fd()), and the fd itself.
-    int enableEvents() noexcept;
-    // Drains the eventfd (the epoll thread does it before re-checking readiness).
-    void drainEvents() noexcept;
+    // DataPath. close(): our DMB is revoked and goes back to the pool, the peer's mapping is
+    // dropped. enableEvents(): asks the peer to signal our DMB's eventfd too, and returns it.
+    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline,
+                             bool nonBlocking) override;
+    Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
+                             bool nonBlocking) override;
+    Result<void> shutdownWrite() override;
+    void close() noexcept override;
+    void peerGone() noexcept override;
+    bool readable() const override;
+    bool writable() const override;
+    void fillInfo(ConnectionInfo& info) const override;
+    int enableEvents() noexcept override;
+    void drainEvents() noexcept override;
 
 private:
     SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Socket: a connection on SMC-D or TCP behind one API; connect runs the client handshake.
+// Socket: a connection on SMC or TCP behind one API; connect runs the client handshake.
 #include "smc/socket/socket.h"
 
 #include <poll.h>
@@ -8,6 +8,7 @@
 #include "smc/socket/clc_io.h"
 #include "smc/socket/handshake.h"
 #include "smc/socket/internal/socket_impl.h"
+#include "smc/socket/smcd_connection.h"
 
 namespace smc
 {
@@ -26,16 +27,12 @@ SocketImpl::~SocketImpl()
     close();
 }
 
-Result<void> SocketImpl::startSmcd(net::SmcdSetup setup)
+void SocketImpl::start(std::unique_ptr<net::DataPath> path, Transport transport)
 {
-    Result<std::unique_ptr<net::SmcdConnection>> conn =
-        net::SmcdConnection::create(stack_, std::move(setup), options_.busyPoll);
-    if (!conn)
-        return conn.error();
-    smcd_ = std::move(*conn);
+    path_ = std::move(path);
+    transport_ = transport;
     // After CLC nothing more comes on the TCP socket: readable means the peer ended it.
     tcpWatch_ = stack_.executor().watch(tcp_.get(), [this] { onTcpReadable(); });
-    return {};
 }
 
 void SocketImpl::onTcpReadable() noexcept
@@ -44,19 +41,19 @@ void SocketImpl::onTcpReadable() noexcept
     // either way (an orderly close came as a CDC before, and then nothing is lost).
     if (const int id = tcpWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
-    smcd_->peerGone();
+    path_->peerGone();
     refresh();
 }
 
 void SocketImpl::refresh() noexcept
 {
     net::ReadyFd* ready = readyFd_.load(std::memory_order_acquire);
-    if (ready == nullptr || !smcd_ || closed_)
+    if (ready == nullptr || !path_ || closed_)
         return;
     // Look and set as one step: the application's thread and the epoll thread both refresh,
     // and an older look set after a newer one would lose a wakeup.
     MutexLocker lock(refreshMutex_);
-    ready->set(smcd_->readable(), smcd_->writable());
+    ready->set(path_->readable(), path_->writable());
 }
 
 Result<std::size_t> SocketImpl::send(std::span<const std::byte> data)
@@ -64,8 +61,8 @@ Result<std::size_t> SocketImpl::send(std::span<const std::byte> data)
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
     const Deadline deadline = net::deadlineAfter(options_.sendTimeout);
-    if (smcd_) {
-        Result<std::size_t> n = smcd_->send(data, deadline, nonBlocking_);
+    if (path_) {
+        Result<std::size_t> n = path_->send(data, deadline, nonBlocking_);
         refresh();
         return n;
     }
@@ -87,8 +84,8 @@ Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
     const Deadline deadline = net::deadlineAfter(options_.recvTimeout);
-    if (smcd_) {
-        Result<std::size_t> n = smcd_->recv(into, deadline, nonBlocking_);
+    if (path_) {
+        Result<std::size_t> n = path_->recv(into, deadline, nonBlocking_);
         refresh();
         return n;
     }
@@ -109,11 +106,11 @@ Result<void> SocketImpl::shutdown(Shutdown how)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (smcd_) {
+    if (path_) {
         // SHUT_RD sends nothing (Linux); receives still drain what came.
         if (how == Shutdown::Read)
             return {};
-        return smcd_->shutdownWrite();
+        return path_->shutdownWrite();
     }
     const int h = how == Shutdown::Read ? SHUT_RD : how == Shutdown::Write ? SHUT_WR : SHUT_RDWR;
     if (::shutdown(tcp_.get(), h) != 0)
@@ -129,14 +126,14 @@ void SocketImpl::close() noexcept
         stack_.executor().unwatch(id);
     if (const int id = eventWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
-    if (smcd_)
-        smcd_->close();
+    if (path_)
+        path_->close();
     tcp_.reset();
 }
 
 int SocketImpl::fd()
 {
-    if (!smcd_)
+    if (!path_)
         return tcp_.get();
     MutexLocker lock(readyMutex_);
     if (!ready_) {
@@ -145,9 +142,9 @@ int SocketImpl::fd()
             return -1;
         ready_ = std::make_unique<net::ReadyFd>(std::move(*made));
         readyFd_.store(ready_.get(), std::memory_order_release);
-        const int events = smcd_->enableEvents();
+        const int events = path_->enableEvents();
         eventWatch_ = stack_.executor().watch(events, [this] {
-            smcd_->drainEvents();
+            path_->drainEvents();
             refresh();
         });
         refresh();
@@ -158,8 +155,8 @@ int SocketImpl::fd()
 ConnectionInfo SocketImpl::info() const
 {
     ConnectionInfo i;
-    if (smcd_)
-        smcd_->fillInfo(i);
+    if (path_)
+        path_->fillInfo(i);
     else
         i.state = closed_ ? "CLOSED" : "ACTIVE";
     i.fallback = fallback_;
@@ -197,12 +194,14 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
         stack.enroll(impl);
         return impl;
     }
-    auto impl = std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
-    if (Result<void> started = impl->startSmcd(std::move(std::get<net::SmcdSetup>(*outcome)));
-        !started) {
+    Result<std::unique_ptr<net::SmcdConnection>> conn = net::SmcdConnection::create(
+        stack, std::move(std::get<net::SmcdSetup>(*outcome)), options.busyPoll);
+    if (!conn) {
         stack.countHandshakeError();
-        return started.error();
+        return conn.error();
     }
+    auto impl = std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
+    impl->start(std::move(*conn), Transport::SmcD);
     stack.countSmcd(server);
     stack.enroll(impl);
     return impl;

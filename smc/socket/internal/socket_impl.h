@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SocketImpl: one connection behind a Socket handle, on SMC-D or on TCP.
+// SocketImpl: one connection behind a Socket handle, on SMC (a DataPath) or on TCP.
 #pragma once
 
 #include <atomic>
@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "base/unique_fd.h"
+#include "smc/socket/data_path.h"
 #include "smc/socket/ready_fd.h"
-#include "smc/socket/smcd_connection.h"
 #include "smc/socket/stack.h"
 
 namespace smc
@@ -24,9 +24,8 @@ public:
                std::optional<clc::DeclineCode> fallback);
     ~SocketImpl();
 
-    // SMC-D from here on; watches the TCP socket for the peer's end.
-    // Errors: SmcdConnection::create's.
-    Result<void> startSmcd(net::SmcdSetup setup);
+    // SMC from here on (SMC-D or SMC-R); watches the TCP socket for the peer's end.
+    void start(std::unique_ptr<net::DataPath> path, Transport transport);
 
     Result<std::size_t> send(std::span<const std::byte> data);
     Result<std::size_t> recv(std::span<std::byte> into);
@@ -35,7 +34,7 @@ public:
     int fd();
     void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
     bool connected() const noexcept { return !closed_.load(); }
-    Transport transport() const noexcept { return smcd_ ? Transport::SmcD : Transport::Tcp; }
+    Transport transport() const noexcept { return transport_; }
     std::optional<clc::DeclineCode> fallbackReason() const noexcept { return fallback_; }
     ConnectionInfo info() const;
 
@@ -48,7 +47,9 @@ private:
     const bool server_;
     const SocketOptions options_;
     const std::optional<clc::DeclineCode> fallback_;
-    std::unique_ptr<net::SmcdConnection> smcd_; // set once, before the handle is shared
+    // Both set once, before the handle is shared; no path: TCP.
+    std::unique_ptr<net::DataPath> path_;
+    Transport transport_ = Transport::Tcp;
     std::atomic<bool> nonBlocking_{false};
     std::atomic<bool> closed_{false};
     std::atomic<int> tcpWatch_{-1};

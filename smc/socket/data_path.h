@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// DataPath: what a Socket asks of its SMC connection, whichever transport carries it.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "base/result.h"
+#include "smc/socket/stack.h"
+#include "smc/socket/tcp.h"
+
+namespace smc::net
+{
+
+// One SMC connection's bytes after CLC: SMC-D (SmcdConnection) or SMC-R (SmcrConnection).
+// One sender and one receiver may call at once; the rest may be called from any thread.
+class DataPath
+{
+public:
+    virtual ~DataPath() = default;
+
+    // Copies bytes into the peer's ring, or out of ours. Blocks until at least one byte
+    // moved or the deadline passed, unless nonBlocking. recv returns 0 at the peer's
+    // orderly end. Errors: resource_unavailable_try_again (nonBlocking, nothing moved),
+    // timed_out, broken_pipe (send after our shutdownWrite or the peer's close),
+    // connection_reset (the peer aborted or died), not_connected (closed).
+    virtual Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline,
+                                     bool nonBlocking) = 0;
+    virtual Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
+                                     bool nonBlocking) = 0;
+    // done_writing to the peer. Errors: not_connected (closed). Never blocks.
+    virtual Result<void> shutdownWrite() = 0;
+    // An orderly close (an abort when unread bytes are left); our buffers go back to the
+    // pool. Never blocks.
+    virtual void close() noexcept = 0;
+    // The TCP connection ended: if the peer did not close first, it died (abort).
+    virtual void peerGone() noexcept = 0;
+
+    virtual bool readable() const = 0; // recv would not block
+    virtual bool writable() const = 0; // send would not block
+    virtual void fillInfo(ConnectionInfo& info) const = 0;
+    // An fd that becomes readable when readiness may have changed (the peer wrote, read or
+    // closed), and its drain (the epoll thread runs it before it looks again).
+    virtual int enableEvents() noexcept = 0;
+    virtual void drainEvents() noexcept = 0;
+};
+
+} // namespace smc::net
