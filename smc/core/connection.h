@@ -2,10 +2,13 @@
 // Connection: one SMC-R connection's buffers, the link it rides and the peer RMB it writes to.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "base/mutex.h"
 #include "pool/buffer_desc.h"
@@ -15,6 +18,22 @@ namespace smc
 {
 
 class LinkGroup;
+
+// What the owner of a connection hears from its group (LinkGroup::setConnectionEvents).
+// Each runs on one of the group's threads with no group lock held (only a CDC parked before
+// the cdc handler was set comes on the thread that sets it, in setConnectionEvents);
+// it may call sendCdc(), but must not block long (a link's deliveries wait for it) and
+// must not call setConnectionEvents() itself.
+struct ConnectionEvents {
+    // A CDC message for this connection (byte 0 0xFE, the alert token ours), as received:
+    // at least 26 bytes, the length byte 44; the rest is not checked. One at a time, in
+    // the order of each link.
+    std::function<void(std::span<const std::byte>)> cdc;
+    // Failover moved the connection to the link in `slot`: CDCs and writes go there now.
+    std::function<void(unsigned slot)> moved;
+    // The group ended the connection (state Ended): nothing more comes or goes.
+    std::function<void()> ended;
+};
 
 // Shared between the group and the application: the object outlives close()
 // and the group's end, so a handle kept too long gives an error, never a
@@ -72,6 +91,13 @@ private:
     mutable SharedMutex use_;
     State state_ SMC_GUARDED_BY(use_) = State::Open;
     std::optional<PeerRmb> peer_ SMC_GUARDED_BY(use_);
+    // Held while an event handler runs, so replacing them waits for it.
+    // Mutable: the owner sets them through a const handle, as it writes.
+    mutable Mutex eventsMutex_;
+    mutable ConnectionEvents events_ SMC_GUARDED_BY(eventsMutex_);
+    // The newest CDC that came before a cdc handler was set (the peer may
+    // start before our side is ready); CDCs are cumulative, so one is enough.
+    mutable std::optional<std::array<std::byte, 44>> parkedCdc_ SMC_GUARDED_BY(eventsMutex_);
 };
 
 using ConnectionPtr = std::shared_ptr<Connection>;

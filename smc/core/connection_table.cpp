@@ -37,16 +37,26 @@ void ConnectionTable::remove(const Connection& conn)
     open_.erase(it);
 }
 
-void ConnectionTable::move(unsigned from, unsigned to)
+ConnectionPtr ConnectionTable::find(std::uint32_t token) const
 {
+    MutexLocker lock(mutex_);
+    auto it = open_.find(token);
+    return it == open_.end() ? nullptr : it->second;
+}
+
+std::vector<ConnectionPtr> ConnectionTable::move(unsigned from, unsigned to)
+{
+    std::vector<ConnectionPtr> moved;
     MutexLocker lock(mutex_);
     for (auto& [token, conn] : open_) {
         if (conn->link() == from) {
             conn->link_.store(to, std::memory_order_release);
             ++loads_[to];
+            moved.push_back(conn);
         }
     }
     loads_[from] = 0;
+    return moved;
 }
 
 std::vector<llc::RkeyPair> ConnectionTable::rkeys(unsigned from, unsigned to) const

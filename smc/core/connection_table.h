@@ -33,7 +33,10 @@ public:
                                unsigned maxConns, const PickLink& pick);
     // Takes `conn` out (nothing happens if it is not in).
     void remove(const Connection& conn);
-    void move(unsigned from, unsigned to);
+    // The open connection with alert token `token`, or null.
+    ConnectionPtr find(std::uint32_t token) const;
+    // Failover: every connection on `from` rides `to` from now on; returns them.
+    std::vector<ConnectionPtr> move(unsigned from, unsigned to);
     std::vector<llc::RkeyPair> rkeys(unsigned from, unsigned to) const;
     // The group ends: no connection opens any more; every open one is
     // returned, for the group to end it.

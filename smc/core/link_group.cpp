@@ -2,6 +2,7 @@
 // LinkGroup: its parts put together (engine, pool, connections), lifetime, the idle timer.
 #include "smc/core/link_group.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "smc/core/conn_errors.h"
@@ -109,14 +110,22 @@ std::vector<llc::RkeyPair> LinkGroup::rmbRkeys(unsigned from, unsigned to)
 
 void LinkGroup::moveConnections(unsigned from, unsigned to)
 {
-    conns_.move(from, to);
+    for (const ConnectionPtr& conn : conns_.move(from, to)) {
+        MutexLocker lock(conn->eventsMutex_);
+        if (conn->events_.moved)
+            conn->events_.moved(to);
+    }
 }
 
 void LinkGroup::groupEnded(std::string reason)
 {
-    for (auto& [token, conn] : conns_.closeAll()) // every buffer back to the pool
+    for (auto& [token, conn] : conns_.closeAll()) { // every buffer back to the pool
         if (endConnection(*conn, Connection::State::Ended) == Connection::State::Open)
             releaseBuffers(*pool_, conn->rmb, conn->sndbuf);
+        MutexLocker lock(conn->eventsMutex_);
+        if (conn->events_.ended)
+            conn->events_.ended();
+    }
     TerminationHandler handler;
     {
         MutexLocker lock(handlerMutex_);
@@ -219,19 +228,25 @@ std::vector<LinkInfo> LinkGroup::links() const
 Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
                               std::span<const std::byte> data)
 {
+    return write(conn, offset, offset, data);
+}
+
+Result<void> LinkGroup::write(const Connection& conn, std::size_t sndbufOffset,
+                              std::size_t peerOffset, std::span<const std::byte> data)
+{
     if (conn.group_ != this)
         return ConnErrc::UnknownConnection;
     ReadLocker lock(conn.use_); // the buffers stay ours until we are done
     if (conn.state_ != Connection::State::Open)
         return stateError(conn.state_);
-    if (offset > conn.sndbuf.size() || data.size() > conn.sndbuf.size() - offset)
+    if (sndbufOffset > conn.sndbuf.size() || data.size() > conn.sndbuf.size() - sndbufOffset)
         return ConnErrc::SndbufRange;
     if (!conn.peer_)
         return ConnErrc::PeerRmbUnknown;
     // Checked here, not left to the peer's NIC: over RC a remote access
     // error breaks the link, and failover would carry the same write to the
     // next one.
-    if (offset > conn.peer_->bytes || data.size() > conn.peer_->bytes - offset)
+    if (peerOffset > conn.peer_->bytes || data.size() > conn.peer_->bytes - peerOffset)
         return ConnErrc::PeerRmbRange;
     if (data.empty())
         return {};
@@ -244,10 +259,111 @@ Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
         return llc_->rtokens().holds(conn.peer_->row)
                    ? Result<void>(std::make_error_code(std::errc::not_connected))
                    : Result<void>(ConnErrc::PeerRmbGone);
-    std::byte* src = conn.sndbuf.data() + offset;
+    std::byte* src = conn.sndbuf.data() + sndbufOffset;
     std::memcpy(src, data.data(), data.size());
     return channel->write(src, data.size(), conn.sndbuf->registration(slot).lkey,
-                          rt->vaddr + offset, rt->rkey);
+                          rt->vaddr + peerOffset, rt->rkey);
+}
+
+Result<void> LinkGroup::readRmb(const Connection& conn, std::size_t offset,
+                                std::span<std::byte> into)
+{
+    if (conn.group_ != this)
+        return ConnErrc::UnknownConnection;
+    ReadLocker lock(conn.use_); // the RMB stays ours until we are done
+    if (conn.state_ != Connection::State::Open)
+        return stateError(conn.state_);
+    if (offset > conn.rmb.size() || into.size() > conn.rmb.size() - offset)
+        return std::make_error_code(std::errc::invalid_argument);
+    if (!into.empty())
+        std::memcpy(into.data(), conn.rmb.data() + offset, into.size());
+    return {};
+}
+
+// --- CDC: carried by the links, routed here by the alert token ---------------------
+
+namespace
+{
+constexpr std::size_t kCdcSize = 44;    // connection notes §2.1
+constexpr std::size_t kCdcMinSize = 26; // Linux reads up to the connection flags
+constexpr std::size_t kCdcTokenOffset = 4;
+
+std::uint32_t cdcToken(std::span<const std::byte> m)
+{
+    std::uint32_t t = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+        t = (t << 8) | std::to_integer<std::uint32_t>(m[kCdcTokenOffset + i]);
+    return t;
+}
+} // namespace
+
+Result<void> LinkGroup::sendCdc(const Connection& conn, std::span<const std::byte> message)
+{
+    if (conn.group_ != this)
+        return ConnErrc::UnknownConnection;
+    if (message.size() != kCdcSize || message[0] != std::byte{kCdcType})
+        return std::make_error_code(std::errc::invalid_argument);
+    ReadLocker lock(conn.use_); // closeConnection waits for it
+    if (conn.state_ != Connection::State::Open)
+        return stateError(conn.state_);
+    std::shared_ptr<LinkChannel> channel = llc_->activeChannel(conn.link());
+    if (!channel)
+        return std::make_error_code(std::errc::not_connected);
+    Result<void> r = channel->send(message);
+    if (r)
+        cdcOut_.fetch_add(1, std::memory_order_relaxed);
+    return r;
+}
+
+Result<void> LinkGroup::setConnectionEvents(const Connection& conn, ConnectionEvents events)
+{
+    if (conn.group_ != this)
+        return ConnErrc::UnknownConnection;
+    const bool clearing = !events.cdc && !events.moved && !events.ended;
+    MutexLocker lock(conn.eventsMutex_); // waits for a handler that runs now
+    if (!clearing) {
+        ReadLocker use(conn.use_);
+        if (conn.state_ != Connection::State::Open)
+            return stateError(conn.state_);
+    }
+    conn.events_ = std::move(events);
+    if (conn.events_.cdc && conn.parkedCdc_) {
+        const std::array<std::byte, kCdcSize> parked = *conn.parkedCdc_;
+        conn.parkedCdc_.reset();
+        conn.events_.cdc(parked);
+    }
+    return {};
+}
+
+void LinkGroup::cdcReceived(unsigned /*slot*/, std::span<const std::byte> message)
+{
+    if (message.size() < kCdcMinSize || std::to_integer<std::size_t>(message[1]) != kCdcSize) {
+        cdcMalformed_.fetch_add(1, std::memory_order_relaxed); // Linux drops it too
+        return;
+    }
+    const ConnectionPtr conn = conns_.find(cdcToken(message));
+    if (conn) {
+        MutexLocker lock(conn->eventsMutex_);
+        if (conn->events_.cdc) {
+            conn->events_.cdc(message);
+        } else {
+            std::array<std::byte, kCdcSize> parked{};
+            std::memcpy(parked.data(), message.data(), std::min(message.size(), kCdcSize));
+            conn->parkedCdc_ = parked;
+        }
+        return;
+    }
+    cdcUnknownToken_.fetch_add(1, std::memory_order_relaxed);
+}
+
+LinkGroupStats LinkGroup::stats() const
+{
+    LinkGroupStats s;
+    static_cast<LlcStats&>(s) = llc_->stats();
+    s.cdcMalformed = cdcMalformed_.load(std::memory_order_relaxed);
+    s.cdcUnknownToken = cdcUnknownToken_.load(std::memory_order_relaxed);
+    s.cdcOut = cdcOut_.load(std::memory_order_relaxed);
+    return s;
 }
 
 } // namespace smc

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -39,7 +40,14 @@ struct LinkGroupConfig {
     Executor* executor = nullptr;
 };
 
-using LinkGroupStats = LlcStats;
+struct LinkGroupStats : LlcStats {
+    // CDC messages dropped before any connection saw them: shorter than 26
+    // bytes or a length byte other than 44 (malformed), or for an alert
+    // token no open connection has (unknownToken; also a late one for a
+    // connection just closed). A peer cannot make the group queue or fail.
+    std::uint64_t cdcMalformed = 0, cdcUnknownToken = 0;
+    std::uint64_t cdcOut = 0; // sendCdc() calls that the link took
+};
 
 // Errors: besides the codes named per function, every call that waits for
 // the peer may return std::errc::timed_out (no answer within the LLC
@@ -173,6 +181,35 @@ public:
     // or the link went), the channel's. Blocks until the write completed
     // (RDMA) or landed (in process).
     Result<void> write(const Connection& conn, std::size_t offset, std::span<const std::byte> data);
+    // Like write(), but the bytes are staged at `sndbufOffset` of our sndbuf
+    // and land at `peerOffset` of the peer's RMB (a sndbuf smaller than the
+    // peer's ring, used as a staging area). Errors and blocking as write().
+    Result<void> write(const Connection& conn, std::size_t sndbufOffset, std::size_t peerOffset,
+                       std::span<const std::byte> data);
+    // Copies into.size() bytes from `offset` of the connection's own RMB
+    // (what the peer wrote there), while the RMB is surely still ours: the
+    // group's end waits for the copy. Errors: UnknownConnection, Closed,
+    // not_connected (ended), invalid_argument (beyond the RMB). Does not block.
+    Result<void> readRmb(const Connection& conn, std::size_t offset, std::span<std::byte> into);
+    // A CDC message (SMC-R, 44 bytes, built by the caller: core does not
+    // look inside) to the peer, on the link the connection rides now. Sent
+    // after a write() returned, it reaches the peer after the written bytes
+    // (the write completed first). Errors: UnknownConnection, Closed,
+    // invalid_argument (not 44 bytes or byte 0 not 0xFE), not_connected
+    // (group ended, or the link went: retry once `moved` was told), the
+    // channel's. Blocks for a send slot (RDMA; in process it does not).
+    Result<void> sendCdc(const Connection& conn, std::span<const std::byte> message);
+    // The handlers for one connection's CDC messages, failover moves and end
+    // (see ConnectionEvents; empty ones: nothing is told). Replacing them,
+    // also with {}, waits for a handler that runs now, so once this returns
+    // the old ones are never called again; call it without holding a lock a
+    // handler takes. A CDC for a connection without a cdc handler is
+    // dropped. Errors: UnknownConnection, Closed or not_connected (no longer
+    // open; clearing with {} still succeeds). Blocks only for a running
+    // handler. The newest CDC that came before a cdc handler was set is
+    // handed to the new one from here, on the caller's thread (the peer may
+    // send before this side is ready; CDCs are cumulative).
+    Result<void> setConnectionEvents(const Connection& conn, ConnectionEvents events);
     // Break a link as a failing device would (tests, demos): failover follows.
     // Errors: NoSuchLink. Does not block.
     Result<void> breakLink(unsigned slot);
@@ -190,7 +227,7 @@ public:
     bool hasRoom() const; // another connection fits (max conns, rtoken rows)
     const RtokenTable& rtokens() const noexcept { return llc_->rtokens(); }
     BufferPool& pool() noexcept { return *pool_; }
-    LinkGroupStats stats() const { return llc_->stats(); }
+    LinkGroupStats stats() const;
     const SystemId& peer() const noexcept { return config_.peer; }
     // The limits both sides agreed on in CONFIRM_LINK (the configured ones
     // before the first link).
@@ -204,6 +241,7 @@ private:
     std::vector<llc::RkeyPair> rmbRkeys(unsigned from, unsigned to) override;
     void moveConnections(unsigned from, unsigned to) override;
     void groupEnded(std::string reason) override;
+    void cdcReceived(unsigned slot, std::span<const std::byte> message) override;
 
     void armIdleTimer();
     // Open -> `to` (Closed or Ended), after the writes in flight on it. The
@@ -217,6 +255,7 @@ private:
     std::unique_ptr<BufferPool> pool_;
     Mutex handlerMutex_;
     TerminationHandler onTerminated_ SMC_GUARDED_BY(handlerMutex_);
+    std::atomic<std::uint64_t> cdcMalformed_{0}, cdcUnknownToken_{0}, cdcOut_{0};
     SerialQueue idle_; // the idle timer's check; closed first
 };
 

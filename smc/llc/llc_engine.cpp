@@ -228,6 +228,17 @@ Result<Message> LlcEngine::exchange(unsigned sendSlot, const Message& m, unsigne
 
 void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes)
 {
+    if (!bytes.empty() && bytes[0] == std::byte{kCdcType}) {
+        {
+            MutexLocker lock(mutex_);
+            if (links_[slot].epoch != epoch)
+                return;
+            ++stats_.cdcIn;
+            links_[slot].lastRx = Clock::now(); // traffic: no TEST_LINK needed
+        }
+        host_.cdcReceived(slot, bytes); // the connections' business, not a violation
+        return;
+    }
     Result<Message> decoded = llc::decode(bytes);
     MutexLocker lock(mutex_);
     if (links_[slot].epoch != epoch)

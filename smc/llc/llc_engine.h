@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,10 +55,16 @@ struct LlcStats {
     std::uint64_t testLinksCoalesced = 0;
     // CONFIRM_RKEYs answered NEG|RETRY because every rtoken row is in use.
     std::uint64_t rtokenRowsRefused = 0;
+    // CDC messages handed to the host (not counted in messagesIn).
+    std::uint64_t cdcIn = 0;
 };
 
 // What the engine needs from the connections above it (the link group).
 // Called without the engine's lock held.
+// Byte 0 of an SMC-R CDC message: CDC shares the links with LLC, byte 0
+// tells them apart (connection notes §2.1); the engine does not look inside.
+inline constexpr std::uint8_t kCdcType = 0xfe;
+
 class LlcHost
 {
 public:
@@ -67,6 +74,9 @@ public:
     virtual void moveConnections(unsigned from, unsigned to) = 0;
     // The group is gone (DELETE_LINK ALL went out if a link was left).
     virtual void groupEnded(std::string reason) = 0;
+    // A message whose byte 0 is kCdcType (a CDC, not LLC) came on `slot`:
+    // handed over unparsed, in the order of the link, on its delivery thread.
+    virtual void cdcReceived(unsigned slot, std::span<const std::byte> message) = 0;
 
 protected:
     ~LlcHost() = default;

@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: MIT
+// The SMC-R data path: RDMA WRITE into the peer's ring, a CDC on the link, failover validation.
+#include "smc/socket/smcr_connection.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace smc::net
+{
+namespace
+{
+
+std::error_code reset()
+{
+    return std::make_error_code(std::errc::connection_reset);
+}
+
+} // namespace
+
+Result<std::unique_ptr<SmcrConnection>> SmcrConnection::create(LinkGroup& group, ConnectionPtr conn,
+                                                               std::uint32_t peerToken,
+                                                               std::size_t peerRmbBytes)
+{
+    if (!conn || conn->sndbuf.size() == 0)
+        return std::make_error_code(std::errc::invalid_argument);
+    Result<cdc::CdcStream> stream =
+        cdc::CdcStream::create(conn->rmb.size(), peerRmbBytes, peerToken);
+    if (!stream)
+        return std::make_error_code(std::errc::invalid_argument);
+    std::unique_ptr<SmcrConnection> c(
+        new SmcrConnection(group, std::move(conn), peerToken, *stream));
+    SmcrConnection* self = c.get();
+    Result<void> r = group.setConnectionEvents(
+        *self->conn_, {[self](std::span<const std::byte> m) { self->onCdc(m); },
+                       [self](unsigned) { self->onMoved(); }, [self] { self->onEnded(); }});
+    if (!r) {
+        (void)group.closeConnection(*self->conn_);
+        self->released_ = true;
+        return r.error();
+    }
+    return c;
+}
+
+SmcrConnection::SmcrConnection(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken,
+                               cdc::CdcStream stream)
+    : group_(group), conn_(std::move(conn)), peerToken_(peerToken),
+      peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()), stream_(stream)
+{
+}
+
+SmcrConnection::~SmcrConnection()
+{
+    close();
+}
+
+// --- CDCs out ----------------------------------------------------------------------
+
+SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
+{
+    const cdc::CdcMessage m = stream_.nextCdc(pending);
+    if (unconfirmed_.empty() ? produced_ > provenConsumed_
+                             : unconfirmed_.back().producer < produced_)
+        unconfirmed_.push_back({m.seq, produced_});
+    // Bounded: the peer's consumer cursor pops them; without it, the oldest matter least.
+    if (unconfirmed_.size() > 1024)
+        unconfirmed_.pop_front();
+    return cdc::encodeSmcr(m);
+}
+
+// Which CDC the peer has surely processed: it consumed C bytes, so it saw a producer of at
+// least C, and only CDCs with such a producer announced one: the oldest of them, or a newer
+// one, was processed. Its sequence number is a lower bound of the peer's newest, which is
+// what the validation check needs (Linux uses the last CDC whose send completed; an
+// in-process link may lose a sent message when it breaks, so "sent" proves nothing).
+void SmcrConnection::noteConsumed()
+{
+    const std::uint64_t consumed = produced_ - (peerRingSize_ - stream_.sendSpace());
+    if (consumed <= provenConsumed_)
+        return;
+    provenConsumed_ = consumed;
+    while (!unconfirmed_.empty() && unconfirmed_.front().producer < consumed)
+        unconfirmed_.pop_front();
+    if (!unconfirmed_.empty())
+        confirmedSeq_ = unconfirmed_.front().seq;
+}
+
+void SmcrConnection::transmit(const Wire& wire)
+{
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        const unsigned slot = conn_->link();
+        Result<void> r = group_.sendCdc(*conn_, wire);
+        if (r) {
+            MutexLocker lock(mutex_);
+            ++stats_.cdcOut;
+            return;
+        }
+        // The link went: if failover already moved us, say it on the new one; if not, the
+        // moved handler (which waits for txMutex_) sends the current cursors there.
+        if (r.error() != std::errc::not_connected || conn_->link() == slot)
+            return;
+    }
+}
+
+std::optional<SmcrConnection::Wire> SmcrConnection::act(const cdc::CloseAction& action)
+{
+    if (!action.sends())
+        return std::nullopt;
+    stream_.addConnFlags(action.send);
+    return build();
+}
+
+std::optional<SmcrConnection::Wire> SmcrConnection::abort(bool tellPeer)
+{
+    if (aborted_)
+        return std::nullopt;
+    aborted_ = true;
+    close_.abort();
+    wake();
+    if (!tellPeer)
+        return std::nullopt;
+    // Tell the peer, as Linux's abort does; nothing else will reach it from us.
+    stream_.addConnFlags({.peerConnAbort = true});
+    return build();
+}
+
+void SmcrConnection::wake()
+{
+    ++wakes_;
+    changed_.notify_all();
+    if (events_) {
+        const std::uint64_t one = 1;
+        (void)::write(events_.get(), &one, sizeof one);
+    }
+}
+
+void SmcrConnection::wait(MutexLocker& lock, Deadline until)
+{
+    // In slices: a deadline of Deadline::max() must not overflow the clock's conversions.
+    const std::uint64_t seen = wakes_;
+    while (wakes_ == seen) {
+        const Clock::time_point now = Clock::now();
+        if (now >= until)
+            return;
+        const Clock::duration left = until - now;
+        (void)changed_.waitFor(lock, std::min<Clock::duration>(left, std::chrono::seconds(1)));
+    }
+}
+
+// --- The group's events --------------------------------------------------------------
+
+void SmcrConnection::onCdc(std::span<const std::byte> bytes)
+{
+    MutexLocker tx(txMutex_);
+    std::optional<Wire> out;
+    {
+        MutexLocker lock(mutex_);
+        if (closed_ || aborted_)
+            return;
+        ++stats_.cdcIn;
+        Result<cdc::CdcMessage> m = cdc::decodeSmcr(bytes);
+        if (!m) {
+            out = abort();
+        } else if (m->producerFlags.failoverValidation) {
+            // §2.7: the peer believes we processed its CDC m->seq; if ours is older, a CDC
+            // was lost and the streams cannot be trusted any more.
+            if (cdc::isStaleSeq(m->seq, lastSeq_))
+                out = abort();
+            else
+                ++stats_.validations;
+        } else if (cdc::isStaleSeq(lastSeq_, m->seq)) {
+            ++stats_.cdcStale; // a duplicate or a late one from a failed link (§2.5)
+        } else {
+            const cdc::ConnFlags before = stream_.peerConnFlags();
+            if (!stream_.onPeerCdc(*m)) {
+                out = abort(); // a cursor out of range or backwards: the peer broke the rules
+            } else {
+                lastSeq_ = m->seq;
+                blockedSent_ = false;
+                noteConsumed();
+                if (!(stream_.peerConnFlags() == before))
+                    (void)close_.peerFlags(stream_.peerConnFlags()); // sends nothing
+                if (stream_.wantConsumerUpdate())
+                    out = build();
+                wake();
+            }
+        }
+    }
+    if (out)
+        transmit(*out);
+}
+
+void SmcrConnection::onMoved()
+{
+    MutexLocker tx(txMutex_);
+    Wire validation{};
+    Wire current{};
+    {
+        MutexLocker lock(mutex_);
+        ++moves_;
+        ++stats_.moves;
+        wake(); // a send waiting for the new link retries its write there
+        if (closed_ || aborted_)
+            return;
+        // Nothing to rewind: LinkGroup::write returns once the bytes landed, and the
+        // producer cursor moves only then; a write the old link failed is redone by send()
+        // (it still holds the bytes). What may be lost is CDCs: the validation says which
+        // one the peer must have seen, the full CDC after it carries the current cursors.
+        cdc::CdcMessage v;
+        v.seq = confirmedSeq_;
+        v.token = peerToken_;
+        v.producerFlags.failoverValidation = true;
+        validation = cdc::encodeSmcr(v);
+        current = build();
+    }
+    transmit(validation);
+    transmit(current);
+}
+
+void SmcrConnection::onEnded()
+{
+    MutexLocker lock(mutex_);
+    ended_ = true;
+    (void)abort(false); // the links are gone: nobody hears us
+}
+
+// --- Data -------------------------------------------------------------------------------
+
+Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadline deadline,
+                                         bool nonBlocking)
+{
+    MutexLocker sending(sendMutex_);
+    for (;;) {
+        std::size_t space = 0;
+        cdc::Cursor at;
+        std::uint64_t moves = 0;
+        std::optional<Wire> blocked;
+        {
+            MutexLocker lock(mutex_);
+            for (;;) {
+                if (closed_)
+                    return std::make_error_code(std::errc::not_connected);
+                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
+                    return reset();
+                if (stream_.sentConnFlags().any() || stream_.peerConnFlags().peerConnClosed)
+                    return std::make_error_code(std::errc::broken_pipe);
+                if (data.empty())
+                    return std::size_t{0};
+                space = stream_.sendSpace();
+                at = stream_.producer();
+                moves = moves_;
+                if (space > 0)
+                    break;
+                if (!blockedSent_) { // write_blocked: the peer answers with its cursor
+                    blockedSent_ = true;
+                    blocked = build(data.size());
+                    break;
+                }
+                if (nonBlocking)
+                    return std::make_error_code(std::errc::resource_unavailable_try_again);
+                if (Clock::now() >= deadline)
+                    return std::make_error_code(std::errc::timed_out);
+                wait(lock, deadline);
+            }
+        }
+        if (blocked) {
+            MutexLocker tx(txMutex_);
+            transmit(*blocked);
+            continue;
+        }
+        // At most two RDMA WRITEs, split at the end of the peer's ring, each staged in our
+        // sndbuf (one chunk at a time: it may be smaller than the peer's ring).
+        const std::size_t n = std::min({space, data.size(), stageBytes_});
+        const std::size_t first = std::min<std::size_t>(n, peerRingSize_ - at.count);
+        Result<void> w = group_.write(*conn_, 0, at.count, data.first(first));
+        if (w && n > first)
+            w = group_.write(*conn_, first, 0, data.subspan(first, n - first));
+        if (!w) {
+            MutexLocker lock(mutex_);
+            if (w.error() != std::errc::not_connected ||
+                conn_->state() != Connection::State::Open) {
+                if (!closed_)
+                    (void)abort(false); // ended, or a write the group refuses: no way on
+                return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
+            }
+            // The link went: wait for failover to move us (or the group to end), then write
+            // the same bytes again at the same place; the peer has not been told of them.
+            if (nonBlocking && moves_ == moves)
+                return std::make_error_code(std::errc::resource_unavailable_try_again);
+            if (moves_ == moves)
+                wait(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(20)));
+            if (Clock::now() >= deadline)
+                return std::make_error_code(std::errc::timed_out);
+            continue;
+        }
+        MutexLocker tx(txMutex_);
+        Wire out;
+        {
+            MutexLocker lock(mutex_);
+            if (closed_ || aborted_)
+                return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
+            (void)stream_.produce(n); // n <= the space it reported, and only we produce
+            produced_ += n;
+            bytesSent_ += n;
+            out = build(data.size() - n);
+        }
+        transmit(out);
+        return n;
+    }
+}
+
+Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline deadline,
+                                         bool nonBlocking)
+{
+    MutexLocker receiving(recvMutex_);
+    std::size_t available = 0;
+    cdc::Cursor at;
+    {
+        MutexLocker lock(mutex_);
+        for (;;) {
+            if (closed_)
+                return std::make_error_code(std::errc::not_connected);
+            available = stream_.readable();
+            at = stream_.consumer();
+            if (available == 0) {
+                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
+                    return reset();
+                if (stream_.peerConnFlags().any())
+                    return std::size_t{0};
+            }
+            if (available > 0 || into.empty())
+                break;
+            if (nonBlocking)
+                return std::make_error_code(std::errc::resource_unavailable_try_again);
+            if (Clock::now() >= deadline)
+                return std::make_error_code(std::errc::timed_out);
+            wait(lock, deadline);
+        }
+    }
+    if (into.empty())
+        return std::size_t{0};
+    const std::size_t n = std::min(available, into.size());
+    const std::size_t first = std::min<std::size_t>(n, ringSize() - at.count);
+    Result<void> r = group_.readRmb(*conn_, at.count, into.first(first));
+    if (r && n > first)
+        r = group_.readRmb(*conn_, 0, into.subspan(first, n - first));
+    if (!r) {
+        MutexLocker lock(mutex_);
+        if (closed_)
+            return std::make_error_code(std::errc::not_connected);
+        (void)abort(false); // the group ended the connection under us
+        return reset();
+    }
+    MutexLocker tx(txMutex_);
+    std::optional<Wire> out;
+    {
+        MutexLocker lock(mutex_);
+        if (closed_)
+            return std::make_error_code(std::errc::not_connected);
+        (void)stream_.consume(n); // n <= what it reported readable, and only we consume
+        bytesReceived_ += n;
+        if (!aborted_ && stream_.wantConsumerUpdate())
+            out = build();
+    }
+    if (out)
+        transmit(*out);
+    return n;
+}
+
+Result<void> SmcrConnection::shutdownWrite()
+{
+    MutexLocker tx(txMutex_);
+    std::optional<Wire> out;
+    {
+        MutexLocker lock(mutex_);
+        if (closed_)
+            return std::make_error_code(std::errc::not_connected);
+        if (aborted_)
+            return {};
+        out = act(close_.shutdownWrite()); // sends finish before they return: nothing to drain
+    }
+    if (out)
+        transmit(*out);
+    return {};
+}
+
+void SmcrConnection::peerGone() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (closed_)
+        return;
+    const cdc::ConnFlags f = stream_.peerConnFlags();
+    if (!f.peerConnClosed && !f.peerConnAbort)
+        (void)abort(false); // died without a word: nothing more will come
+    wake();
+}
+
+void SmcrConnection::close() noexcept
+{
+    {
+        MutexLocker tx(txMutex_);
+        std::optional<Wire> out;
+        {
+            MutexLocker lock(mutex_);
+            if (closed_)
+                return;
+            if (!aborted_) // unread bytes: the peer must not think they arrived (Linux: abort)
+                out = act(close_.close(stream_.readable() > 0));
+            closed_ = true;
+            wake(); // our own waiters see closed_ and leave
+        }
+        if (out)
+            transmit(*out);
+    }
+    // No handler runs once this returns, and none will come.
+    (void)group_.setConnectionEvents(*conn_, {});
+    // No copy into or out of the buffers is running once both are ours.
+    MutexLocker sending(sendMutex_);
+    MutexLocker receiving(recvMutex_);
+    if (!released_) {
+        released_ = true;
+        (void)group_.closeConnection(*conn_); // an ended one: its buffers went back already
+    }
+}
+
+// --- Observability -------------------------------------------------------------------------
+
+bool SmcrConnection::readable() const
+{
+    MutexLocker lock(mutex_);
+    return closed_ || aborted_ || stream_.readable() > 0 || stream_.peerConnFlags().any();
+}
+
+bool SmcrConnection::writable() const
+{
+    MutexLocker lock(mutex_);
+    return closed_ || aborted_ || stream_.sentConnFlags().any() || stream_.sendSpace() > 0 ||
+           stream_.peerConnFlags().any();
+}
+
+int SmcrConnection::enableEvents() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (!events_)
+        events_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    return events_ ? events_.get() : -1;
+}
+
+void SmcrConnection::drainEvents() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (events_) {
+        std::uint64_t n = 0;
+        (void)::read(events_.get(), &n, sizeof n);
+    }
+}
+
+void SmcrConnection::fillInfo(ConnectionInfo& info) const
+{
+    MutexLocker lock(mutex_);
+    info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
+    info.rmbBytes = ringSize();
+    info.peerRmbBytes = peerRingSize_;
+    info.dmbToken = conn_->token;
+    info.peerDmbToken = peerToken_;
+    const cdc::Cursor p = stream_.producer();
+    const cdc::Cursor c = stream_.consumer();
+    info.producerWrap = p.wrap;
+    info.producerCount = p.count;
+    info.consumerWrap = c.wrap;
+    info.consumerCount = c.count;
+    info.bytesSent = bytesSent_;
+    info.bytesReceived = bytesReceived_;
+}
+
+SmcrStats SmcrConnection::stats() const
+{
+    MutexLocker lock(mutex_);
+    return stats_;
+}
+
+} // namespace smc::net

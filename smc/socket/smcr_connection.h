@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+// SmcrConnection: one SMC-R connection's data path over a link group (RDMA WRITE + CDC).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "base/mutex.h"
+#include "base/unique_fd.h"
+#include "smc/cdc/cdc_close.h"
+#include "smc/cdc/cdc_stream.h"
+#include "smc/core/link_group.h"
+#include "smc/socket/stack.h"
+#include "smc/socket/tcp.h"
+
+namespace smc::net
+{
+
+// What a connection counted, for tests and smcss.
+struct SmcrStats {
+    std::uint64_t cdcIn = 0;       // CDCs the group handed us
+    std::uint64_t cdcStale = 0;    // dropped: sequence number before the last one (§2.5)
+    std::uint64_t cdcOut = 0;      // CDCs the link took
+    std::uint64_t moves = 0;       // failovers that moved us to another link
+    std::uint64_t validations = 0; // the peer's failover validations that matched
+};
+
+// Each side RDMA-writes into the other's RMB ring (from offset 0: SMC-R has no head), then
+// sends a CDC (44 bytes on the link, LinkGroup::sendCdc) with its new producer cursor; the
+// receiver learns of new bytes only from CDCs, checked by CdcStream before any byte is read,
+// so a peer that breaks the rules gets an abort, never a read outside our ring.
+//
+// Failover (§2.7): when the group moves the connection to another link, we send the
+// validation CDC (sequence number: the newest CDC the peer has provably processed) and a
+// full CDC with the current cursors on the new link; a write the old link did not finish is
+// done again by send(). The peer's validation is checked against the newest CDC we
+// processed: it claims one we never saw -> out of sync -> abort.
+//
+// Threads: one sender and one receiver may run at once, plus the group's threads that
+// deliver CDCs and failover moves. The connection must be destroyed before its group.
+class SmcrConnection
+{
+public:
+    // After the CLC handshake completed (Handshake::complete set the peer's RMB): `conn` is
+    // ours, `peerToken` the peer connection's alert token (from its CLC), `peerRmbBytes` its
+    // RMB's size (the ring we write into). Takes over the connection: close() (or the
+    // destructor) closes it in the group. Errors: invalid_argument (no connection, a size
+    // CdcStream refuses), the group's (the connection is no longer open). Does not block,
+    // beyond handing over a CDC the peer sent before we were ready.
+    static Result<std::unique_ptr<SmcrConnection>>
+    create(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken, std::size_t peerRmbBytes);
+    // close(), then gives everything back.
+    ~SmcrConnection();
+    SmcrConnection(const SmcrConnection&) = delete;
+    SmcrConnection& operator=(const SmcrConnection&) = delete;
+
+    // As Socket::send/recv: the bytes taken (send; up to the peer's free ring space), the
+    // bytes read (recv; 0 at end of stream). Errors: not_connected (closed), connection_reset
+    // (aborted: by the peer, a protocol violation, the group's end), broken_pipe (send after
+    // shutdownWrite, or the peer closed), resource_unavailable_try_again (nonBlocking and
+    // nothing to do), timed_out (deadline), the group's write errors other than a lost link
+    // (then the connection is aborted). Block until the deadline unless nonBlocking; send
+    // also blocks for the RDMA WRITE, and across a failover.
+    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking);
+    Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline, bool nonBlocking);
+    // done_writing to the peer. Errors: not_connected (closed). Never blocks beyond one send.
+    Result<void> shutdownWrite();
+    // closed (or abort, when unread bytes are left) to the peer; the connection is closed in
+    // the group (DELETE_RKEY) and its buffers go back to the pool. Waits for a running send
+    // or recv to leave and for the peer's DELETE_RKEY answer (up to the LLC timeouts).
+    void close() noexcept;
+    // The TCP connection ended: if the peer did not close first, it died (abort).
+    void peerGone() noexcept;
+
+    bool readable() const; // recv would not block
+    bool writable() const; // send would not block
+    // Transport stays as the caller set it (stack.h has no SMC-R yet); dmbToken and
+    // peerDmbToken carry the alert tokens.
+    void fillInfo(ConnectionInfo& info) const;
+    // An eventfd that becomes readable whenever readable() or writable() may have changed.
+    // -1 if it cannot be made.
+    int enableEvents() noexcept;
+    // Drains the eventfd (the epoll thread does it before re-checking readiness).
+    void drainEvents() noexcept;
+
+    SmcrStats stats() const;
+    std::uint32_t token() const noexcept { return conn_->token; }
+
+private:
+    using Wire = std::array<std::byte, cdc::kSmcrCdcSize>;
+
+    SmcrConnection(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken,
+                   cdc::CdcStream stream);
+
+    // The group's events (its threads).
+    void onCdc(std::span<const std::byte> bytes);
+    void onMoved();
+    void onEnded();
+
+    // The next CDC from the stream, remembered for the failover validation.
+    Wire build(std::size_t pending = 0) SMC_REQUIRES(mutex_);
+    // What the close machine asked for: its flags into the stream, and a CDC.
+    std::optional<Wire> act(const cdc::CloseAction& action) SMC_REQUIRES(mutex_);
+    // Abort: the close machine and (unless the peer cannot hear us) a CDC with the flag.
+    std::optional<Wire> abort(bool tellPeer = true) SMC_REQUIRES(mutex_);
+    // After a peer CDC: which of our CDCs the peer has surely processed (its consumer cursor).
+    void noteConsumed() SMC_REQUIRES(mutex_);
+    // A CDC to the peer, again on the new link if failover moved us meanwhile; a lost link
+    // is the moved handler's to make up for (it sends the current cursors).
+    void transmit(const Wire& wire) SMC_REQUIRES(txMutex_);
+    void wake() SMC_REQUIRES(mutex_);
+    // Waits until `until` or a wake.
+    void wait(MutexLocker& lock, Deadline until) SMC_REQUIRES(mutex_);
+    std::size_t ringSize() const noexcept { return conn_->rmb.size(); }
+
+    LinkGroup& group_;
+    const ConnectionPtr conn_;
+    const std::uint32_t peerToken_;
+    const std::size_t peerRingSize_;
+    const std::size_t stageBytes_; // our sndbuf: what one write stages at most
+
+    // Lock order: sendMutex_ / recvMutex_, then txMutex_, then mutex_.
+    Mutex sendMutex_; // one sender at a time (the RDMA WRITEs into the peer's ring)
+    Mutex recvMutex_; // one receiver at a time (the copy out of ours)
+    Mutex txMutex_;   // CDCs leave in the order they were built (sequence numbers)
+    mutable Mutex mutex_;
+    ConditionVariable changed_;
+    cdc::CdcStream stream_ SMC_GUARDED_BY(mutex_);
+    cdc::CloseMachine close_ SMC_GUARDED_BY(mutex_);
+    bool closed_ SMC_GUARDED_BY(mutex_) = false;      // close() ran
+    bool aborted_ SMC_GUARDED_BY(mutex_) = false;     // protocol violation, peer died, group ended
+    bool ended_ SMC_GUARDED_BY(mutex_) = false;       // the group ended the connection
+    bool blockedSent_ SMC_GUARDED_BY(mutex_) = false; // write_blocked told since the last CDC in
+    std::uint64_t moves_ SMC_GUARDED_BY(mutex_) = 0;
+    std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
+    // Receive side: the newest sequence number processed (Linux's rx seqno).
+    std::uint16_t lastSeq_ SMC_GUARDED_BY(mutex_) = 0;
+    // Send side: bytes ever produced; CDCs that carried a new producer, not yet known to be
+    // processed (seq, producer in bytes ever produced); the newest CDC known processed.
+    std::uint64_t produced_ SMC_GUARDED_BY(mutex_) = 0;
+    struct Sent {
+        std::uint16_t seq;
+        std::uint64_t producer;
+    };
+    std::deque<Sent> unconfirmed_ SMC_GUARDED_BY(mutex_);
+    std::uint16_t confirmedSeq_ SMC_GUARDED_BY(mutex_) = 0;
+    std::uint64_t provenConsumed_ SMC_GUARDED_BY(mutex_) = 0;
+    UniqueFd events_ SMC_GUARDED_BY(mutex_);
+    std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
+    std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
+    SmcrStats stats_ SMC_GUARDED_BY(mutex_);
+    bool released_ = false; // close() gave the connection back (sendMutex_ and recvMutex_ held)
+};
+
+} // namespace smc::net
