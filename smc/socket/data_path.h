@@ -31,7 +31,7 @@ public:
     // done_writing to the peer. Errors: not_connected (closed). Never blocks.
     virtual Result<void> shutdownWrite() = 0;
     // An orderly close (an abort when unread bytes are left); our buffers go back to the
-    // pool. Never blocks.
+    // pool. SMC-D never blocks; SMC-R waits for the peer's DELETE_RKEY answer (LLC timeouts).
     virtual void close() noexcept = 0;
     // The TCP connection ended: if the peer did not close first, it died (abort).
     virtual void peerGone() noexcept = 0;

@@ -14,6 +14,7 @@
 #include "smc/cdc/cdc_close.h"
 #include "smc/cdc/cdc_stream.h"
 #include "smc/core/link_group.h"
+#include "smc/socket/data_path.h"
 #include "smc/socket/stack.h"
 #include "smc/socket/tcp.h"
 
@@ -42,7 +43,7 @@ struct SmcrStats {
 //
 // Threads: one sender and one receiver may run at once, plus the group's threads that
 // deliver CDCs and failover moves. The connection must be destroyed before its group.
-class SmcrConnection
+class SmcrConnection final : public DataPath
 {
 public:
     // After the CLC handshake completed (Handshake::complete set the peer's RMB): `conn` is
@@ -54,7 +55,7 @@ public:
     static Result<std::unique_ptr<SmcrConnection>>
     create(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken, std::size_t peerRmbBytes);
     // close(), then gives everything back.
-    ~SmcrConnection();
+    ~SmcrConnection() override;
     SmcrConnection(const SmcrConnection&) = delete;
     SmcrConnection& operator=(const SmcrConnection&) = delete;
 
@@ -65,27 +66,29 @@ public:
     // nothing to do), timed_out (deadline), the group's write errors other than a lost link
     // (then the connection is aborted). Block until the deadline unless nonBlocking; send
     // also blocks for the RDMA WRITE, and across a failover.
-    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking);
-    Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline, bool nonBlocking);
+    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline,
+                             bool nonBlocking) override;
+    Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
+                             bool nonBlocking) override;
     // done_writing to the peer. Errors: not_connected (closed). Never blocks beyond one send.
-    Result<void> shutdownWrite();
+    Result<void> shutdownWrite() override;
     // closed (or abort, when unread bytes are left) to the peer; the connection is closed in
     // the group (DELETE_RKEY) and its buffers go back to the pool. Waits for a running send
     // or recv to leave and for the peer's DELETE_RKEY answer (up to the LLC timeouts).
-    void close() noexcept;
+    void close() noexcept override;
     // The TCP connection ended: if the peer did not close first, it died (abort).
-    void peerGone() noexcept;
+    void peerGone() noexcept override;
 
-    bool readable() const; // recv would not block
-    bool writable() const; // send would not block
+    bool readable() const override; // recv would not block
+    bool writable() const override; // send would not block
     // Transport stays as the caller set it (stack.h has no SMC-R yet); dmbToken and
     // peerDmbToken carry the alert tokens.
-    void fillInfo(ConnectionInfo& info) const;
+    void fillInfo(ConnectionInfo& info) const override;
     // An eventfd that becomes readable whenever readable() or writable() may have changed.
     // -1 if it cannot be made.
-    int enableEvents() noexcept;
+    int enableEvents() noexcept override;
     // Drains the eventfd (the epoll thread does it before re-checking readiness).
-    void drainEvents() noexcept;
+    void drainEvents() noexcept override;
 
     SmcrStats stats() const;
     std::uint32_t token() const noexcept { return conn_->token; }
