@@ -197,6 +197,13 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
         stack.enroll(impl);
         return impl;
     }
+    if (auto* smcr = std::get_if<net::SmcrSetup>(&*outcome)) {
+        // No SMC-R data path behind Socket yet: the connection is given up (both ends see it
+        // as an error; the peer's CDC would find no reader).
+        (void)smcr->group->closeConnection(*smcr->conn);
+        stack.countHandshakeError();
+        return std::make_error_code(std::errc::operation_not_supported);
+    }
     auto impl = std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
     if (Result<void> started = impl->startSmcd(std::move(std::get<net::SmcdSetup>(*outcome)));
         !started) {
