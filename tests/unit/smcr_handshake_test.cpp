@@ -202,6 +202,34 @@ TEST(SmcrHandshake, SecondConnectionJoinsTheGroupAndWritesLand)
               0);
 }
 
+TEST(SmcrHandshake, AutoOffersBothAndAnSmcrServerTakesSmcr)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    TcpPair p = tcpPair();
+    SocketOptions automatic;
+    automatic.mode = Mode::Auto;
+    Both b = handshake(*server, *client, p, smcrOnly(), automatic);
+    ASSERT_TRUE(smcr(b.client)) << (b.client ? "not SMC-R" : b.client.error().message());
+    ASSERT_TRUE(smcr(b.server));
+    EXPECT_TRUE(smcr(b.client)->firstContact);
+}
+
+TEST(SmcrHandshake, AutoOnBothEndsPrefersSmcd)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0)).value();
+    Result<Socket> c = Socket::connect(*client, "127.0.0.1", l.port());
+    ASSERT_TRUE(c) << c.error().message();
+    Socket s = std::move(l.accept(10s)).value();
+    EXPECT_EQ(c->transport(), Transport::SmcD);
+    EXPECT_EQ(s.transport(), Transport::SmcD);
+    EXPECT_TRUE(server->smcr()->groups->groups().empty());
+}
+
 TEST(SmcrHandshake, NoSmcrOnTheServerFallsBackOnTheSameSocket)
 {
     Fabric f;
