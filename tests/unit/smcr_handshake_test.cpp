@@ -32,7 +32,8 @@ struct Fabric {
     InprocFabric fabric{serverReg, clientReg, 2, 2};
 };
 
-std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255)
+std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255,
+                                    std::chrono::milliseconds firstLink = 5000ms)
 {
     StackConfig config;
     if (f != nullptr) {
@@ -43,6 +44,7 @@ std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxC
         r.systemId = id;
         r.groups.maxConns = maxConns;
         r.groups.timeouts.testLink = 0ms;
+        r.groups.timeouts.firstLink = firstLink;
         config.smcr = r;
     }
     return std::move(SmcStack::create(config)).value();
@@ -449,6 +451,89 @@ TEST(SmcrHandshake, NoLinkForTheServerIsIntErrAndBothFallBack)
     Both ok = handshake(*server, *client, p2);
     ASSERT_TRUE(smcr(ok.client) && smcr(ok.server));
     EXPECT_TRUE(smcr(ok.server)->firstContact);
+}
+
+// The fake server makes the link and sends ACCEPT, then never sends CONFIRM_LINK: the client
+// gives up after its CONFIRM_LINK wait, looks for our DECLINE for a second, and declines.
+TEST(SmcrHandshake, NoConfirmLinkIsTimeoutClAndAFallback)
+{
+    Fabric f;
+    auto client = makeStack(&f, kClientId, 255, 200ms);
+    Result<NewLink> link = f.fabric.create({});
+    ASSERT_TRUE(link);
+    clc::SmcrAcceptConfirm r;
+    r.systemId = kServerId;
+    r.gid = link->local.gid;
+    r.qpn = link->local.qpn;
+    r.rkey = 77;
+    r.rmbAddr = 0x10000;
+    r.alertToken = 5;
+    r.qpMtu = 3;
+    clc::Accept a;
+    a.version = clc::kVersion1;
+    a.firstContact = true;
+    a.path = r;
+    Result<clc::Message> confirm = std::make_error_code(std::errc::io_error);
+    Result<clc::Message> declined = std::make_error_code(std::errc::io_error);
+    Result<net::Outcome> out = clientAgainst(
+        *client,
+        [&](int fd) {
+            ASSERT_TRUE(net::writeClc(fd, a, net::deadlineAfter(5s)));
+            confirm = net::readClc(fd, net::deadlineAfter(5s));
+            declined = net::readClc(fd, net::deadlineAfter(10s));
+        },
+        nullptr);
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::TimeoutCl);
+    ASSERT_TRUE(confirm && std::holds_alternative<clc::Confirm>(*confirm));
+    ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
+    EXPECT_EQ(std::get<clc::Decline>(*declined).diagnosis, clc::DeclineCode::TimeoutCl);
+    auto groups = client->smcr()->groups->groups();
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_TRUE(groups[0]->terminated());
+    EXPECT_EQ(groups[0]->pool().stats().rmb.inUseBytes, 0);
+}
+
+// The fake client joins the server's link and sends CONFIRM, then never answers CONFIRM_LINK.
+TEST(SmcrHandshake, NoConfirmLinkAnswerIsTimeoutClOnTheServer)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId, 255, 200ms);
+    TcpPair p = tcpPair();
+    auto result = std::async(std::launch::async, [&] {
+        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+    });
+    ASSERT_TRUE(net::writeClc(p.client.get(), fakeProposal(p.client.get(), kClientId),
+                              net::deadlineAfter(5s)));
+    Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    ASSERT_TRUE(accept && std::holds_alternative<clc::Accept>(*accept));
+    const auto& sa = std::get<clc::SmcrAcceptConfirm>(std::get<clc::Accept>(*accept).path);
+    Result<NewLink> link = f.fabric.join({sa.qpn, sa.psn, sa.gid, sa.mac, sa.qpMtu}, {});
+    ASSERT_TRUE(link);
+    clc::SmcrAcceptConfirm r;
+    r.systemId = kClientId;
+    r.gid = link->local.gid;
+    r.qpn = link->local.qpn;
+    r.rkey = 88;
+    r.rmbAddr = 0x20000;
+    r.alertToken = 6;
+    r.qpMtu = 3;
+    clc::Confirm c;
+    c.version = clc::kVersion1;
+    c.firstContact = true;
+    c.path = r;
+    ASSERT_TRUE(net::writeClc(p.client.get(), c, net::deadlineAfter(5s)));
+    Result<clc::Message> declined = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    Result<net::Outcome> out = result.get();
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::TimeoutCl);
+    ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
+    EXPECT_EQ(std::get<clc::Decline>(*declined).diagnosis, clc::DeclineCode::TimeoutCl);
+    auto groups = server->smcr()->groups->groups();
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_TRUE(groups[0]->terminated());
+    EXPECT_EQ(groups[0]->pool().stats().rmb.inUseBytes, 0);
+    expectBytesBothWays(p.client.get(), p.server.get());
 }
 
 } // namespace

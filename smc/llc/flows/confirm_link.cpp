@@ -127,10 +127,12 @@ Result<void> LlcEngine::confirmPrepared(FlowToken token, const std::optional<Lin
         if (waiter_ == &firstWaiter_)
             waiter_ = nullptr;
     }
+    const bool attached = channel != nullptr;
+    channel.reset(); // clearLink() waits for every other reference to go
     if (result) {
         MutexLocker lock(mutex_);
         links_[0].state = LinkState::Active;
-    } else {
+    } else if (attached) {
         clearLink(0); // before the flow goes: no failover of a link never up
     }
     token.release();
