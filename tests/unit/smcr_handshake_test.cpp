@@ -297,8 +297,9 @@ TEST(SmcrHandshake, AFullGroupMakesTheNextConnectionAFirstContact)
         pairs.push_back(tcpPair());
         done.push_back(handshake(*server, *client, pairs.back()));
         ASSERT_TRUE(smcr(done.back().client) && smcr(done.back().server)) << "connection " << i;
-        if (i == 0)
+        if (i == 0) {
             ASSERT_TRUE(waitLinks(*smcr(done[0].client)->group, 2));
+        }
     }
     EXPECT_TRUE(smcr(done[16].server)->firstContact);
     EXPECT_TRUE(smcr(done[16].client)->firstContact);
