@@ -145,7 +145,7 @@ TEST(SmcrHandshake, FirstContactMakesOneGroupEachSideWithBothLinks)
     EXPECT_TRUE(waitLinks(*c->group, 2));
 }
 
-TEST(SmcrHandshake, OneDeviceIsOneLink)
+TEST(SmcrHandshake, OneDeviceEachSideStillComesUp)
 {
     Fabric f;
     f.fabric.serverDevices = 1;
