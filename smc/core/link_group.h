@@ -163,6 +163,22 @@ public:
     // flowStart, not_connected). Blocks for the flow token.
     Result<Handshake> beginHandshake(std::size_t rmbBytes, std::size_t sndbufBytes,
                                      std::optional<std::uint8_t> linkId = std::nullopt);
+    // First contact in CLC's order, start() in two steps: the connection's RMB must be
+    // registered on the new link for ACCEPT/CONFIRM (its rtoken) before CONFIRM_LINK runs.
+    // beginFirstContact: `first` takes slot 0 (ACTIVATING, the group's buffers registered on
+    // it) and the group's first connection is opened on it; the Handshake's complete()
+    // records the peer's RMB from CLC (no CONFIRM_RKEY: there is no other link). Errors:
+    // invalid_argument (a NewLink without channel or registrar, or a group that had a first
+    // link), the flow token's, openConnection's (the link stays prepared: terminate()). Does
+    // not block beyond the flow token and buffer registration.
+    Result<Handshake> beginFirstContact(NewLink first, std::size_t rmbBytes,
+                                        std::size_t sndbufBytes);
+    // Then CONFIRM_LINK on it, as start() does (the server connects the link to `peer`, the
+    // client's address from CLC, first; the client ignores it), and for a server the ADD_LINK
+    // (its failure is not this one's). On error the link is cleared: terminate() the group.
+    // Errors: start()'s, invalid_argument (no prepared link). Blocks as start() does.
+    Result<void> confirmFirstLink(const std::optional<LinkAddress>& peer);
+
     // DELETE_RKEY to the peer, buffers back to the pool (even when the peer
     // could not be told: the error says so). Errors: UnknownConnection
     // (another group's), Closed (closed before), not_connected (the group had

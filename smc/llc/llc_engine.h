@@ -127,6 +127,11 @@ public:
     // The flows; LinkGroup's header says what each returns and how long it
     // blocks.
     Result<void> start(NewLink first);
+    // start() in two steps, for CLC's order (LinkGroup::beginFirstContact): link 0 is
+    // attached under `token` (a FirstLink flow; the client's wait for CONFIRM_LINK armed at
+    // once), then confirmFirst() runs CONFIRM_LINK under a token of its own.
+    Result<void> prepareFirst(const FlowToken& token, NewLink first);
+    Result<void> confirmFirst(const std::optional<LinkAddress>& peer);
     Result<void> addLink();
     Result<void> requestAddLink();
     Result<void> deleteLink(unsigned slot);
@@ -209,6 +214,7 @@ private:
 
     // flows/confirm_link.cpp
     llc::ConfirmLink confirmLink(const LinkAddress& local, std::uint8_t linkId) const;
+    Result<void> confirmPrepared(FlowToken token, const std::optional<LinkAddress>& peer);
     void adoptLimits(std::uint8_t peerLinks, std::uint8_t peerConns);
     // flows/add_link_server.cpp, flows/add_link_client.cpp, flows/rkey_exchange.cpp
     Result<void> serverAddLink(bool& offered);
@@ -253,6 +259,10 @@ private:
     std::array<Echo, kMaxLinks> echoes_ SMC_GUARDED_BY(mutex_);
     LlcStats stats_ SMC_GUARDED_BY(mutex_);
     bool stopping_ SMC_GUARDED_BY(mutex_) = false;
+    bool firstPrepared_ SMC_GUARDED_BY(mutex_) = false; // prepareFirst() ran, confirm not yet
+    // The client's wait for the server's CONFIRM_LINK, armed by prepareFirst(): read and
+    // written under mutex_ through waiter_, else only by the first link's flow.
+    Waiter firstWaiter_{};
     std::atomic<bool> terminated_{false};
 
     // Declared last: they go first, before what their tasks use.

@@ -2,12 +2,19 @@
 // CLC over TCP for SMC-Dv2 on cross-process loopback-ism: PROPOSAL, ACCEPT, CONFIRM, DECLINE.
 #include "smc/socket/handshake.h"
 
+// GCC 12 with -fsanitize=address at -O2 sees the inactive alternatives of a moved Outcome
+// variant as "maybe uninitialized" (a false positive; clang and plain GCC builds are clean).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <unistd.h>
 
 #include "pool/size_class.h"
 #include "smc/clc/clc_negotiate.h"
 #include "smc/ism/ism_errors.h"
 #include "smc/socket/clc_io.h"
+#include "smc/socket/internal/smcr_handshake.h"
 
 namespace smc::net
 {
@@ -23,11 +30,27 @@ clc::Hostname hostname()
     return clc::makeHostname(name);
 }
 
-clc::Capabilities capabilities(SmcStack& stack)
+bool wantSmcd(Mode mode)
+{
+    return mode != Mode::SmcR;
+}
+
+bool wantSmcr(SmcStack& stack, Mode mode)
+{
+    return stack.smcr() != nullptr && (mode == Mode::SmcR || mode == Mode::Auto);
+}
+
+clc::Capabilities capabilities(SmcStack& stack, int fd, Mode mode)
 {
     const IsmGid gid = stack.device().localGid();
     clc::Capabilities caps;
-    caps.ismV2 = {{gid.gid, gid.gidExt, clc::kLoopbackChid, true}};
+    if (wantSmcd(mode))
+        caps.ismV2 = {{gid.gid, gid.gidExt, clc::kLoopbackChid, true}};
+    caps.smcrV1 = wantSmcr(stack, mode);
+    // The subnet check is the socket's, device or not (a v1 offer from another subnet is
+    // DIFFPREFIX before any device is looked at, as in Linux).
+    if (std::optional<clc::Ipv4Address> a = localIpv4(fd))
+        caps.ipv4 = {*a};
     caps.ueids = {stack.ueid()};
     caps.release = clc::kRelease1;
     return caps;
@@ -35,10 +58,16 @@ clc::Capabilities capabilities(SmcStack& stack)
 
 // What Linux sends for an SMC-Dv2-only offer of loopback-ism (typev1 N: no SMC-D area
 // entry, no prefixes), with our host's GID and this process's extension.
-clc::Proposal proposal(SmcStack& stack)
+// SMC-R v1 alone (Mode::SmcR) is a version 1 proposal, as Linux sends it without v2 offers.
+clc::Proposal proposal(SmcStack& stack, Mode mode, const std::optional<clc::Ipv4Address>& local)
 {
     const IsmGid gid = stack.device().localGid();
     clc::Proposal p;
+    if (mode == Mode::SmcR) {
+        p.version = clc::kVersion1;
+        offerSmcr(stack, *local, p);
+        return p;
+    }
     p.version = clc::kVersion2;
     p.typeV1 = clc::SmcType::None;
     p.typeV2 = clc::SmcType::SmcD;
@@ -46,6 +75,8 @@ clc::Proposal proposal(SmcStack& stack)
     p.v2.userEids = {stack.ueid()};
     p.v2.featureMask = clc::kFeatureEmulatedIsm;
     p.smcdV2.entries = {{gid.gid, clc::kLoopbackChid}, {gid.gidExt, clc::kLoopbackChid}};
+    if (local && wantSmcr(stack, mode))
+        offerSmcr(stack, *local, p);
     return p;
 }
 
@@ -128,7 +159,16 @@ Result<RemoteDmb> mapPeer(SmcStack& stack, const clc::SmcdAcceptConfirm& d, Dead
 Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
-    if (Result<void> sent = writeClc(fd, proposal(stack), deadline); !sent)
+    std::optional<clc::Ipv4Address> local;
+    if (wantSmcr(stack, options.mode))
+        local = localIpv4(fd);
+    if (options.mode == Mode::SmcR && (stack.smcr() == nullptr || !local)) {
+        // Linux declines before any PROPOSAL when it has nothing to offer.
+        const auto reason = stack.smcr() ? clc::DeclineCode::CnfErr : clc::DeclineCode::NoSmcrDev;
+        return decline(stack, fd, reason, clc::kVersion1, deadline);
+    }
+    const clc::Proposal offer = proposal(stack, options.mode, local);
+    if (Result<void> sent = writeClc(fd, offer, deadline); !sent)
         return sent.error();
     Result<clc::Message> answer = readClc(fd, deadline);
     if (!answer)
@@ -141,6 +181,9 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     if (accept == nullptr)
         return std::make_error_code(std::errc::protocol_error);
     const std::uint8_t version = accept->version;
+    if (std::holds_alternative<clc::SmcrAcceptConfirm>(accept->path) &&
+        clc::hasSmcR(offer.typeV1) && version == clc::kVersion1)
+        return smcrClient(stack, fd, *accept, options);
     if (!usable(stack, *accept)) // not what we proposed
         return decline(stack, fd, clc::DeclineCode::ModeUnsupp, version, deadline);
     const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
@@ -193,10 +236,12 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return decline(stack, fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, deadline);
     const std::uint8_t version = p->version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
 
-    const clc::Negotiation n = negotiate(capabilities(stack), *p);
+    const clc::Negotiation n = negotiate(capabilities(stack, fd, options.mode), *p);
     if (const auto* reason = std::get_if<clc::DeclineCode>(&n))
         return decline(stack, fd, *reason, version, deadline);
     const clc::Choice& choice = std::get<clc::Choice>(n);
+    if (choice.type == clc::SmcType::SmcR && stack.smcr() != nullptr)
+        return smcrServer(stack, fd, *p, version, options);
     if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
         return decline(stack, fd, clc::DeclineCode::NoSmcDev, version, deadline);
 

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The CLC handshake over a connected TCP socket, client and server, for SMC-Dv2 over
-// cross-process loopback-ism; what it cannot do becomes a DECLINE and a fallback to TCP.
+// cross-process loopback-ism and SMC-Rv1 over the stack's SMC-R device; what it cannot do
+// becomes a DECLINE and a fallback to TCP.
 #pragma once
 
 #include <variant>
 
 #include "pool/buffer_desc.h"
 #include "smc/clc/clc_messages.h"
+#include "smc/core/link_group.h"
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/stack.h"
 
@@ -21,18 +23,35 @@ struct SmcdSetup {
     std::uint32_t groupId = 0; // the SMC-D "link group" the server named (CLC link id)
 };
 
+// SMC-R is up: our connection in the group (its RMB, the link it rides; the peer's RMB known
+// to it, so LinkGroup::write reaches it), and what CLC told of the peer's side.
+struct SmcrSetup {
+    LinkGroup* group = nullptr; // the stack's (LinkGroupManager); lives as long as the stack
+    ConnectionPtr conn;
+    std::uint32_t peerToken = 0;  // the alert token the peer wants in our CDC messages
+    std::size_t peerRmbBytes = 0; // no 32-byte CDC head in SMC-R
+    bool firstContact = false;    // the group is new
+};
+
 // The connection goes on as TCP, the CLC bytes consumed on both sides.
 struct Fallback {
     clc::DeclineCode reason{}; // ours, or the peer's diagnosis when it declined
     bool peerDeclined = false;
 };
 
-using Outcome = std::variant<SmcdSetup, Fallback>;
+using Outcome = std::variant<SmcdSetup, Fallback, SmcrSetup>;
 
 // The client's side after TCP connect. A DECLINE either way is a Fallback (ours is sent
 // first). Errors (the connection is unusable): timed_out (no ACCEPT within
 // options.clcTimeout), protocol_error (the answer is not CLC or not an ACCEPT or DECLINE),
 // the socket's errors. Blocks up to options.clcTimeout per message.
+// SMC-R (options.mode SmcR, or Auto with an SMC-R device; SMC-R v1 over IPv4 only): the
+// PROPOSAL offers it (with SMC-Dv2 in Auto); an SMC-R ACCEPT joins the client group of the
+// server's system id whose link has the server's QPN and GID (none: DECLINE SyncErr, or
+// NoSrvLink), or on first contact joins the server's new link and, after CONFIRM, answers its
+// CONFIRM_LINK (up to the group's timeouts.firstLink; failing: DECLINE TimeoutCl after a 1 s
+// look for the server's DECLINE). Declines: NoSmcrDev (SmcR without a device), CnfErr (no
+// IPv4 prefix), Mem (no buffer, no group), ErrRdyLnk (the link), ErrRtok (the server's rtoken).
 Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& options);
 
 // The server's side after accept. A peer that sends no CLC (nothing within the timeout, or
@@ -42,6 +61,12 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // for the CONFIRM (as in Linux: the client already treats the connection as SMC), the
 // peer's DMB cannot be mapped, the socket's errors. Blocks up to options.clcTimeout per
 // message.
+// SMC-R v1 (when negotiate() picks it: no usable SMC-D, options.mode not SmcD): under the
+// stack's server lock, a server group of the client's system id with room takes the
+// connection, else a new group and link (first contact); ACCEPT; CONFIRM; on first contact
+// CONFIRM_LINK (its timeout: DECLINE TimeoutCl) and ADD_LINK if the group allows two links.
+// Declines: NoSmcDev, DiffPrefix (negotiate's, as Linux), Mem, IntErr (no link could be made),
+// ErrRtok, ErrRdyLnk. A client's DECLINE SyncErr terminates the group it named.
 Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options);
 
 } // namespace smc::net

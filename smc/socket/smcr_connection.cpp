@@ -458,12 +458,14 @@ void SmcrConnection::drainEvents() noexcept
 
 void SmcrConnection::fillInfo(ConnectionInfo& info) const
 {
+    info.linkId = group_.linkId(conn_->link()); // the group's lock, not under ours
     MutexLocker lock(mutex_);
     info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
     info.rmbBytes = ringSize();
     info.peerRmbBytes = peerRingSize_;
-    info.dmbToken = conn_->token;
-    info.peerDmbToken = peerToken_;
+    info.transport = Transport::SmcR;
+    info.token = conn_->token;
+    info.peerToken = peerToken_;
     const cdc::Cursor p = stream_.producer();
     const cdc::Cursor c = stream_.consumer();
     info.producerWrap = p.wrap;

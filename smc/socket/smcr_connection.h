@@ -81,8 +81,6 @@ public:
 
     bool readable() const override; // recv would not block
     bool writable() const override; // send would not block
-    // Transport stays as the caller set it (stack.h has no SMC-R yet); dmbToken and
-    // peerDmbToken carry the alert tokens.
     void fillInfo(ConnectionInfo& info) const override;
     // An eventfd that becomes readable whenever readable() or writable() may have changed.
     // -1 if it cannot be made.

@@ -11,10 +11,17 @@ namespace smc
 namespace
 {
 
+const char* jsonMode(Transport t)
+{
+    return t == Transport::SmcD ? "SMCD" : t == Transport::SmcR ? "SMCR" : "TCP";
+}
+
 std::string mode(const ConnectionInfo& c)
 {
-    if (c.transport == Transport::SmcD)
-        return "SMCD";
+    if (c.transport == Transport::SmcR)
+        return "SMCR link " + std::to_string(c.linkId);
+    if (c.transport != Transport::Tcp)
+        return jsonMode(c.transport);
     if (c.fallback)
         return std::string("TCP ") + clc::toString(*c.fallback);
     return "TCP";
@@ -59,18 +66,21 @@ std::string smcssJson(const std::vector<ConnectionInfo>& connections, const Stac
     for (std::size_t i = 0; i < connections.size(); ++i) {
         const ConnectionInfo& c = connections[i];
         o << (i ? ", " : "") << "{\"state\": \"" << c.state << "\", \"mode\": \""
-          << (c.transport == Transport::SmcD ? "SMCD" : "TCP") << "\", \"fallback\": "
+          << jsonMode(c.transport) << "\", \"fallback\": "
           << (c.fallback ? '"' + std::string(clc::toString(*c.fallback)) + '"' : "null")
           << ", \"role\": \"" << (c.server ? "server" : "client") << "\", \"local\": \"" << c.local
           << "\", \"peer\": \"" << c.peer << "\", \"rmb_bytes\": " << c.rmbBytes
           << ", \"peer_rmb_bytes\": " << c.peerRmbBytes << ", \"dmb_token\": " << c.dmbToken
-          << ", \"peer_dmb_token\": " << c.peerDmbToken << ", \"producer\": [" << c.producerWrap
-          << ", " << c.producerCount << "], \"consumer\": [" << c.consumerWrap << ", "
-          << c.consumerCount << "], \"bytes_sent\": " << c.bytesSent
-          << ", \"bytes_received\": " << c.bytesReceived << '}';
+          << ", \"peer_dmb_token\": " << c.peerDmbToken << ", \"token\": " << c.token
+          << ", \"peer_token\": " << c.peerToken << ", \"link_id\": " << unsigned{c.linkId}
+          << ", \"producer\": [" << c.producerWrap << ", " << c.producerCount
+          << "], \"consumer\": [" << c.consumerWrap << ", " << c.consumerCount
+          << "], \"bytes_sent\": " << c.bytesSent << ", \"bytes_received\": " << c.bytesReceived
+          << '}';
     }
     o << "], \"stats\": {\"smcd_client\": " << stats.smcdClient
-      << ", \"smcd_server\": " << stats.smcdServer << ", \"tcp_forced\": " << stats.tcpForced
+      << ", \"smcd_server\": " << stats.smcdServer << ", \"smcr_client\": " << stats.smcrClient
+      << ", \"smcr_server\": " << stats.smcrServer << ", \"tcp_forced\": " << stats.tcpForced
       << ", \"handshake_errors\": " << stats.handshakeErrors << ", \"client_fallbacks\": ";
     reasons(o, stats.clientFallbacks);
     o << ", \"server_fallbacks\": ";

@@ -9,6 +9,7 @@
 #include "smc/socket/handshake.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/smcd_connection.h"
+#include "smc/socket/smcr_connection.h"
 
 namespace smc
 {
@@ -191,6 +192,20 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
         stack.countFallback(server, fallback->reason);
         auto impl =
             std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, fallback->reason);
+        stack.enroll(impl);
+        return impl;
+    }
+    if (auto* smcr = std::get_if<net::SmcrSetup>(&*outcome)) {
+        Result<std::unique_ptr<net::SmcrConnection>> conn = net::SmcrConnection::create(
+            *smcr->group, smcr->conn, smcr->peerToken, smcr->peerRmbBytes);
+        if (!conn) {
+            stack.countHandshakeError();
+            return conn.error();
+        }
+        auto impl =
+            std::make_shared<SocketImpl>(stack, std::move(tcp), server, options, std::nullopt);
+        impl->start(std::move(*conn), Transport::SmcR);
+        stack.countSmcr(server);
         stack.enroll(impl);
         return impl;
     }

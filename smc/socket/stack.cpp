@@ -2,9 +2,12 @@
 // SmcStack: the process's loopback-ism device, SMC-D pool, statistics and connection list.
 #include "smc/socket/stack.h"
 
+#include <random>
+
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/internal/socket_impl.h"
+#include "smc/transport/rc_channel.h"
 
 namespace smc
 {
@@ -14,10 +17,64 @@ const char* toString(Transport transport) noexcept
     switch (transport) {
     case Transport::SmcD:
         return "SMC-D";
+    case Transport::SmcR:
+        return "SMC-R";
     case Transport::Tcp:
         return "TCP";
     }
     return "?";
+}
+
+namespace
+{
+// Linux local_systemid: two random bytes, then the RoCE port's MAC.
+SystemId makeSystemId(const Mac& mac)
+{
+    std::random_device rd;
+    SystemId id{};
+    for (auto& b : id)
+        b = static_cast<std::uint8_t>(rd());
+    if (mac != Mac{})
+        std::copy(mac.begin(), mac.end(), id.begin() + 2);
+    return id;
+}
+} // namespace
+
+// The SMC-R device: a provider (ours or injected), what CLC says of it, the groups.
+Result<void> SmcStack::openSmcr(const SmcrConfig& c)
+{
+    auto smcr = std::make_unique<Smcr>();
+    smcr->gid = c.gid;
+    smcr->mac = c.mac;
+    if (c.provider != nullptr) {
+        if (c.gid == Gid{})
+            return std::make_error_code(std::errc::invalid_argument);
+        smcr->provider = c.provider;
+    } else if (!c.device.empty()) {
+        Result<rdma::Context> ctx = rdma::Context::open(c.device);
+        if (!ctx)
+            return ctx.error();
+        if (smcr->gid == Gid{}) {
+            Result<int> index = ctx->findRoceV2Ipv4Gid(c.link.port);
+            Result<rdma::Gid> gid =
+                index ? ctx->gid(c.link.port, *index) : Result<rdma::Gid>(index.error());
+            if (!gid)
+                return gid.error();
+            std::copy(gid->begin(), gid->end(), smcr->gid.begin());
+        }
+        ownProvider_ = std::make_unique<RdmaLinkProvider>(std::move(*ctx), c.link, executor_);
+        smcr->provider = ownProvider_.get();
+    } else {
+        return std::make_error_code(std::errc::invalid_argument);
+    }
+    smcr->systemId = c.systemId ? *c.systemId : makeSystemId(c.mac);
+    LinkGroupConfig groups = c.groups;
+    groups.pool.tech = Tech::SmcR;
+    if (groups.executor == nullptr)
+        groups.executor = &executor_;
+    smcr->groups = std::make_unique<LinkGroupManager>(groups, *smcr->provider);
+    smcr_ = std::move(smcr);
+    return {};
 }
 
 SmcStack::SmcStack(StackConfig config, Executor& executor, clc::Eid ueid)
@@ -46,11 +103,16 @@ Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
     if (!made)
         return made.error();
     stack->pool_ = std::move(*made);
+    if (config.smcr)
+        if (Result<void> r = stack->openSmcr(*config.smcr); !r)
+            return r.error();
     return stack;
 }
 
 SmcStack::~SmcStack()
 {
+    smcr_.reset(); // its groups, before the provider they use
+    ownProvider_.reset();
     pool_.reset();
     registrar_.reset();
     device_.reset();
@@ -87,6 +149,12 @@ void SmcStack::countSmcd(bool server) noexcept
 {
     MutexLocker lock(mutex_);
     ++(server ? stats_.smcdServer : stats_.smcdClient);
+}
+
+void SmcStack::countSmcr(bool server) noexcept
+{
+    MutexLocker lock(mutex_);
+    ++(server ? stats_.smcrServer : stats_.smcrClient);
 }
 
 void SmcStack::countTcpForced() noexcept

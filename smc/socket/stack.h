@@ -15,7 +15,9 @@
 #include "base/mutex.h"
 #include "base/result.h"
 #include "pool/buffer_pool.h"
+#include "rdma/rc_link.h"
 #include "smc/clc/clc_messages.h"
+#include "smc/core/link_group_manager.h"
 
 namespace smc
 {
@@ -26,13 +28,17 @@ class SocketImpl;
 
 // What a socket tries when it connects or accepts.
 enum class Mode : std::uint8_t {
-    Auto, // SMC-D when the peer is a process of this host, else a fallback to TCP
-    SmcD, // the same: SMC-D is the only SMC this build has without RDMA
+    Auto, // SMC-D when the peer is a process of this host, else SMC-R if the stack has it
+          // (a client offers both; a server takes SMC-D first, as Linux tries SMC-Dv2
+          // first), else a fallback to TCP
+    SmcD, // SMC-D only
+    SmcR, // SMC-R v1 only (the stack needs an SMC-R device)
     Tcp,  // plain TCP, no CLC at all (both ends must agree: a CLC peer would wait for it)
 };
 
 enum class Transport : std::uint8_t {
     SmcD, // cross-process loopback-ism: the peer's DMB mapped here
+    SmcR, // RDMA over a link group's links (RoCE, or in-process links in tests)
     Tcp,  // plain TCP on the same socket: forced, or a fallback (Socket::fallbackReason)
 };
 const char* toString(Transport transport) noexcept;
@@ -54,6 +60,23 @@ struct SocketOptions {
     std::chrono::microseconds busyPoll{20};
 };
 
+// The stack's SMC-R device: what makes links, and what CLC announces of it.
+struct SmcrConfig {
+    // An ibverbs device the stack opens (RdmaLinkProvider), or "" with `provider` set.
+    std::string device;
+    rdma::LinkConfig link; // for `device`
+    // Injected instead (tests: InprocFabric); not owned, must outlive the stack.
+    LinkProvider* provider = nullptr;
+    // Our RoCE GID and MAC as the PROPOSAL announces them; a zero GID: the device's RoCE v2
+    // IPv4-mapped one (`device` only).
+    Gid gid{};
+    Mac mac{};
+    // Linux local_systemid: 2 random bytes and the MAC (all random if the MAC is zero).
+    std::optional<SystemId> systemId;
+    // Limits and timeouts of new link groups (role, peer and pool tech are the stack's).
+    LinkGroupConfig groups;
+};
+
 struct StackConfig {
     // The user EID offered and accepted for SMC-Dv2 (Linux needs one for loopback-ism): 1..32
     // of A-Z 0-9 . -, as `smcr ueid add` takes it.
@@ -61,6 +84,7 @@ struct StackConfig {
     LockPolicy poolPolicy = LockPolicy::Default;
     std::size_t poolMemoryLimit = 0; // 0: none
     Executor* executor = nullptr;    // null: Executor::shared()
+    std::optional<SmcrConfig> smcr;  // none: no SMC-R
 };
 
 // Connections by how they ended up, as `smcd stats` counts them, and fallbacks by reason
@@ -68,6 +92,8 @@ struct StackConfig {
 struct StackStats {
     std::uint64_t smcdClient = 0;
     std::uint64_t smcdServer = 0;
+    std::uint64_t smcrClient = 0;
+    std::uint64_t smcrServer = 0;
     std::uint64_t tcpForced = 0; // Mode::Tcp
     std::map<clc::DeclineCode, std::uint64_t> clientFallbacks;
     std::map<clc::DeclineCode, std::uint64_t> serverFallbacks;
@@ -84,8 +110,11 @@ struct ConnectionInfo {
     bool server = false;
     std::size_t rmbBytes = 0;     // our receive ring
     std::size_t peerRmbBytes = 0; // the peer's, where we write
-    std::uint64_t dmbToken = 0;   // ours
+    std::uint64_t dmbToken = 0;   // SMC-D: ours
     std::uint64_t peerDmbToken = 0;
+    std::uint32_t token = 0; // SMC-R: our alert token
+    std::uint32_t peerToken = 0;
+    std::uint8_t linkId = 0;        // SMC-R: the link it rides now
     std::uint16_t producerWrap = 0; // our producer cursor into the peer's ring
     std::uint32_t producerCount = 0;
     std::uint16_t consumerWrap = 0; // how far we consumed our ring
@@ -97,9 +126,10 @@ struct ConnectionInfo {
 class SmcStack
 {
 public:
-    // Opens the cross-process loopback-ism device and the SMC-D buffer pool. Errors:
-    // invalid_argument (a bad UEID), the device's (its Unix socket), the pool's. Does not
-    // block.
+    // Opens the cross-process loopback-ism device and the SMC-D buffer pool, and the SMC-R
+    // device if configured. Errors: invalid_argument (a bad UEID, an SMC-R config with
+    // neither device nor provider, or a zero GID with a provider), the device's (its Unix
+    // socket, the ibverbs device), the pool's. Does not block.
     static Result<std::unique_ptr<SmcStack>> create(StackConfig config = {});
     // Every Socket and Listener made with the stack must be gone first.
     ~SmcStack();
@@ -117,6 +147,20 @@ public:
     BufferPool& pool() noexcept { return *pool_; }
     const clc::Eid& ueid() const noexcept { return ueid_; }
     void countSmcd(bool server) noexcept;
+    void countSmcr(bool server) noexcept;
+    // SMC-R, when configured (else null / unset).
+    struct Smcr {
+        LinkProvider* provider = nullptr;
+        Gid gid{};
+        Mac mac{};
+        SystemId systemId{};
+        std::unique_ptr<LinkGroupManager> groups;
+        // Linux's smc_client_lgr_pending / smc_server_lgr_pending: one SMC-R handshake at a
+        // time per role, so two first contacts never make two groups with one peer.
+        Mutex clientPending;
+        Mutex serverPending;
+    };
+    Smcr* smcr() noexcept { return smcr_.get(); }
     void countTcpForced() noexcept;
     void countFallback(bool server, clc::DeclineCode reason);
     void countHandshakeError() noexcept;
@@ -124,6 +168,7 @@ public:
 
 private:
     SmcStack(StackConfig config, Executor& executor, clc::Eid ueid);
+    Result<void> openSmcr(const SmcrConfig& config);
 
     StackConfig config_;
     Executor& executor_;
@@ -131,6 +176,8 @@ private:
     std::unique_ptr<ShmIsm> device_;
     std::unique_ptr<IsmRegistrar> registrar_;
     std::unique_ptr<BufferPool> pool_; // its DMBs live on device_: destroyed first
+    std::unique_ptr<LinkProvider> ownProvider_;
+    std::unique_ptr<Smcr> smcr_; // its groups go before the provider
 
     mutable Mutex mutex_;
     StackStats stats_ SMC_GUARDED_BY(mutex_);

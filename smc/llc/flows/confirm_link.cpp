@@ -37,25 +37,64 @@ Result<void> LlcEngine::start(NewLink first)
     Result<FlowToken> token = acquireFlow(Flow::FirstLink);
     if (!token)
         return token.error();
-    const LinkAddress local = first.local;
+    if (Result<void> r = prepareFirst(*token, std::move(first)); !r)
+        return r;
+    return confirmPrepared(std::move(*token), std::nullopt);
+}
+
+Result<void> LlcEngine::prepareFirst(const FlowToken& token, NewLink first)
+{
+    if (!token)
+        return std::make_error_code(std::errc::invalid_argument);
     // The client waits for the server's CONFIRM_LINK from the first byte on.
-    Waiter firstWaiter{0, Type::ConfirmLink, false, std::nullopt, false};
     if (config_.role == Role::Client) {
         MutexLocker lock(mutex_);
-        waiter_ = &firstWaiter;
+        firstWaiter_ = Waiter{0, Type::ConfirmLink, false, std::nullopt, false};
+        waiter_ = &firstWaiter_;
     }
     Result<void> result = attach(0, std::move(first));
+    MutexLocker lock(mutex_);
     if (!result) {
-        MutexLocker lock(mutex_);
         waiter_ = nullptr;
+        return result;
+    }
+    firstPrepared_ = true;
+    return {};
+}
+
+Result<void> LlcEngine::confirmFirst(const std::optional<LinkAddress>& peer)
+{
+    Result<FlowToken> token = acquireFlow(Flow::FirstLink);
+    if (!token)
+        return token.error();
+    return confirmPrepared(std::move(*token), peer);
+}
+
+// CONFIRM_LINK on the prepared link 0; the server first connects it to `peer`
+// (the client's address from CLC), if given.
+Result<void> LlcEngine::confirmPrepared(FlowToken token, const std::optional<LinkAddress>& peer)
+{
+    LinkAddress local;
+    std::uint8_t linkId;
+    std::shared_ptr<LinkChannel> channel;
+    {
+        MutexLocker lock(mutex_);
+        if (!std::exchange(firstPrepared_, false))
+            return std::make_error_code(std::errc::invalid_argument);
+        local = links_[0].local;
+        linkId = links_[0].linkId;
+        channel = links_[0].channel;
+    }
+    Result<void> result;
+    if (!channel) {
+        result = std::make_error_code(std::errc::not_connected); // the group ended meanwhile
     } else if (config_.role == Role::Server) {
-        std::uint8_t linkId;
-        {
-            MutexLocker lock(mutex_);
-            linkId = links_[0].linkId;
-        }
-        Result<Message> reply = exchange(0, {1, false, confirmLink(local, linkId)}, 0,
-                                         Type::ConfirmLink, true, config_.timeouts.firstLink);
+        if (peer)
+            result = channel->connect(*peer);
+        Result<Message> reply = result
+                                    ? exchange(0, {1, false, confirmLink(local, linkId)}, 0,
+                                               Type::ConfirmLink, true, config_.timeouts.firstLink)
+                                    : Result<Message>(result.error());
         if (reply) {
             const auto& r = std::get<llc::ConfirmLink>(reply->body);
             adoptLimits(r.maxLinks, r.maxConns);
@@ -65,7 +104,7 @@ Result<void> LlcEngine::start(NewLink first)
             result = reply.error();
         }
     } else {
-        Result<Message> req = await(firstWaiter, config_.timeouts.firstLink);
+        Result<Message> req = await(firstWaiter_, config_.timeouts.firstLink);
         if (!req) {
             result = req.error();
         } else if (std::get<llc::ConfirmLink>(req->body).linkId == 0) {
@@ -83,13 +122,20 @@ Result<void> LlcEngine::start(NewLink first)
             result = send(0, {1, true, confirmLink(local, c.linkId)});
         }
     }
+    {
+        MutexLocker lock(mutex_);
+        if (waiter_ == &firstWaiter_)
+            waiter_ = nullptr;
+    }
+    const bool attached = channel != nullptr;
+    channel.reset(); // clearLink() waits for every other reference to go
     if (result) {
         MutexLocker lock(mutex_);
         links_[0].state = LinkState::Active;
-    } else {
+    } else if (attached) {
         clearLink(0); // before the flow goes: no failover of a link never up
     }
-    token->release();
+    token.release();
     if (!result)
         return result;
     if (config_.role == Role::Server && maxLinks_ > 1)

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// The SMC-R v1 share of the CLC handshake (handshake.cpp dispatches to it): PROPOSAL fields,
+// the client after an SMC-R ACCEPT, the server once negotiate() chose SMC-R.
+#pragma once
+
+#include <optional>
+
+#include "smc/clc/clc_negotiate.h"
+#include "smc/socket/handshake.h"
+#include "smc/socket/tcp.h"
+
+namespace smc::net
+{
+
+// The IPv4 address of the socket's local end with its interface's prefix length (Linux
+// takes the subnet of the route's device), or nullopt (not IPv4, no interface found).
+std::optional<clc::Ipv4Address> localIpv4(int fd);
+
+// Fills the PROPOSAL's SMC-R v1 area (system id, GID, MAC, the IPv4 subnet of `local`).
+void offerSmcr(SmcStack& stack, const clc::Ipv4Address& local, clc::Proposal& proposal);
+
+// Client: the server accepted SMC-R. Joins or creates the link group, sends CONFIRM, runs
+// CONFIRM_LINK on first contact. A DECLINE either way is a Fallback; errors as
+// clientHandshake's. Blocks per message up to options.clcTimeout, and for CONFIRM_LINK.
+Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
+                           const SocketOptions& options);
+
+// Server: negotiate() chose SMC-R v1 for `proposal` (version: of the DECLINE). Errors as
+// serverHandshake's. Blocks for the stack's SMC-R handshake lock, up to options.clcTimeout
+// for the CONFIRM, and for CONFIRM_LINK (and ADD_LINK) on first contact.
+Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposal,
+                           std::uint8_t version, const SocketOptions& options);
+
+} // namespace smc::net

@@ -1,0 +1,339 @@
+// SPDX-License-Identifier: MIT
+// CLC for SMC-R v1: link group found or made, ACCEPT/CONFIRM with the link and RMB, then
+// CONFIRM_LINK on first contact; every failure a DECLINE with Linux's reason.
+#include "smc/socket/internal/smcr_handshake.h"
+
+// GCC 12 with -fsanitize=address at -O2 sees the inactive alternatives of a moved Outcome
+// variant as "maybe uninitialized" (a false positive; clang and plain GCC builds are clean).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <bit>
+#include <cstring>
+
+#include "pool/size_class.h"
+#include "smc/clc/clc_errors.h"
+#include "smc/socket/clc_io.h"
+
+namespace smc::net
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+using clc::DeclineCode;
+
+constexpr auto kDeclineProbe = 1000ms; // Linux CLC_WAIT_TIME_SHORT
+
+Result<Outcome> decline(SmcStack& stack, int fd, DeclineCode reason, std::uint8_t version,
+                        const SocketOptions& options)
+{
+    // Best effort: the peer learns why, or sees TCP data it will take for CLC garbage.
+    (void)writeClc(fd, clc::makeDecline(reason, version, stack.smcr()->systemId),
+                   deadlineAfter(options.clcTimeout));
+    return Outcome(Fallback{reason, false});
+}
+
+// A CLC error as the caller sees it: malformed CLC is protocol_error.
+std::error_code hard(std::error_code e)
+{
+    return e.category() == clcCategory() ? std::make_error_code(std::errc::protocol_error) : e;
+}
+
+// CONFIRM_LINK failed: the peer may have given up first and declined (Linux looks for its
+// DECLINE for a second before it sends its own, so the stream stays aligned either way).
+Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std::uint8_t version,
+                                const SocketOptions& options)
+{
+    Result<clc::Message> m = readClc(fd, deadlineAfter(kDeclineProbe));
+    if (m) {
+        if (const auto* d = std::get_if<clc::Decline>(&*m))
+            return Outcome(Fallback{d->diagnosis, true});
+        return std::make_error_code(std::errc::protocol_error);
+    }
+    if (m.error() != std::errc::timed_out)
+        return hard(m.error());
+    return decline(stack, fd,
+                   e == std::errc::timed_out ? DeclineCode::TimeoutCl : DeclineCode::ErrRdyLnk,
+                   version, options);
+}
+
+DeclineCode bufferDecline(std::error_code)
+{
+    return DeclineCode::Mem; // no RMB, no rtoken row, no room in the group
+}
+
+// Our half of ACCEPT or CONFIRM: the connection's link and RMB there.
+clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
+                        bool firstContact, std::uint8_t mtu)
+{
+    const ConnectionPtr& conn = hs.connection();
+    clc::SmcrAcceptConfirm r;
+    r.systemId = stack.smcr()->systemId;
+    r.gid = link.gid;
+    r.mac = link.mac == Mac{} ? stack.smcr()->mac : link.mac;
+    r.qpn = link.qpn;
+    r.rkey = hs.rtoken().rkey;
+    r.rmbAddr = hs.rtoken().vaddr;
+    r.rmbeIdx = 1;
+    r.alertToken = conn->token;
+    r.rmbeSize = static_cast<std::uint8_t>(conn->rmb->sizeClass());
+    r.qpMtu = mtu;
+    r.psn = link.psn;
+    clc::AcceptConfirm m;
+    m.version = clc::kVersion1;
+    m.firstContact = firstContact;
+    m.path = r;
+    return m;
+}
+
+// The peer's half as we can use it: one RMBE per RMB, a size we know, an rtoken.
+bool usable(const clc::AcceptConfirm& m)
+{
+    const auto* r = std::get_if<clc::SmcrAcceptConfirm>(&m.path);
+    return r != nullptr && r->rmbeIdx == 1 && r->rkey != 0 && r->qpn != 0 &&
+           r->rmbeSize <= maxSizeClass(Tech::SmcR);
+}
+
+LinkAddress addressOf(const clc::SmcrAcceptConfirm& r)
+{
+    return {r.qpn, r.psn, r.gid, r.mac, r.qpMtu};
+}
+
+std::optional<LinkAddress> localOf(const LinkGroup& g, unsigned slot)
+{
+    for (const LinkInfo& l : g.links())
+        if (l.slot == slot)
+            return l.local;
+    return std::nullopt;
+}
+
+// The client group of `peer` that has a link to the server's QPN and GID (and MAC, v1).
+struct Reuse {
+    LinkGroup* group = nullptr;
+    std::uint8_t linkId = 0;
+    bool knownPeer = false; // some group with that system id
+};
+Reuse findClientGroup(SmcStack::Smcr& smcr, const clc::SmcrAcceptConfirm& a)
+{
+    Reuse r;
+    for (LinkGroup* g : smcr.groups->groups()) {
+        if (g->role() != Role::Client || g->peer() != a.systemId || g->terminated())
+            continue;
+        r.knownPeer = true;
+        for (const LinkInfo& l : g->links())
+            if (l.state == LinkState::Active && l.peer.qpn == a.qpn && l.peer.gid == a.gid &&
+                (l.peer.mac == Mac{} || l.peer.mac == a.mac))
+                return {g, l.linkId, true};
+    }
+    return r;
+}
+
+} // namespace
+
+std::optional<clc::Ipv4Address> localIpv4(int fd)
+{
+    sockaddr_in self{};
+    socklen_t len = sizeof self;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) != 0 ||
+        self.sin_family != AF_INET)
+        return std::nullopt;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0)
+        return std::nullopt;
+    std::optional<clc::Ipv4Address> out;
+    for (ifaddrs* i = list; i != nullptr && !out; i = i->ifa_next) {
+        if (i->ifa_addr == nullptr || i->ifa_netmask == nullptr ||
+            i->ifa_addr->sa_family != AF_INET)
+            continue;
+        const auto* a = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+        if (a->sin_addr.s_addr != self.sin_addr.s_addr)
+            continue;
+        const auto* m = reinterpret_cast<const sockaddr_in*>(i->ifa_netmask);
+        clc::Ipv4Address r;
+        std::memcpy(r.address.data(), &a->sin_addr.s_addr, 4);
+        r.prefixLength = static_cast<std::uint8_t>(std::popcount(ntohl(m->sin_addr.s_addr)));
+        out = r;
+    }
+    ::freeifaddrs(list);
+    return out;
+}
+
+void offerSmcr(SmcStack& stack, const clc::Ipv4Address& local, clc::Proposal& p)
+{
+    const SmcStack::Smcr& smcr = *stack.smcr();
+    p.typeV1 = p.typeV1 == clc::SmcType::SmcD ? clc::SmcType::Both : clc::SmcType::SmcR;
+    p.systemId = smcr.systemId;
+    p.gid = smcr.gid;
+    p.mac = smcr.mac;
+    p.prefixes = {};
+    p.prefixes.ipv4PrefixLength = local.prefixLength;
+    for (unsigned i = 0; i < 4; ++i) {
+        const unsigned bits =
+            std::min(8u, local.prefixLength > 8 * i ? local.prefixLength - 8 * i : 0u);
+        const auto mask = static_cast<std::uint8_t>(bits == 0 ? 0 : 0xff << (8 - bits));
+        p.prefixes.ipv4Subnet[i] = local.address[i] & mask;
+    }
+}
+
+Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
+                           const SocketOptions& options)
+{
+    SmcStack::Smcr& smcr = *stack.smcr();
+    const std::uint8_t version = accept.version;
+    if (!usable(accept))
+        return decline(stack, fd, DeclineCode::ErrRtok, version, options);
+    const auto& a = std::get<clc::SmcrAcceptConfirm>(accept.path);
+    MutexLocker pending(smcr.clientPending);
+
+    LinkGroup* group = nullptr;
+    std::optional<LinkGroup::Handshake> hs;
+    LinkAddress local;
+    if (accept.firstContact) {
+        Result<LinkGroup*> made = smcr.groups->create(Role::Client, a.systemId);
+        if (!made)
+            return decline(stack, fd, DeclineCode::Mem, version, options);
+        group = *made;
+        Result<NewLink> link = smcr.provider->join(addressOf(a), {});
+        if (!link) {
+            group->terminate("first link not joined");
+            return decline(stack, fd, DeclineCode::ErrRdyLnk, version, options);
+        }
+        local = link->local;
+        Result<LinkGroup::Handshake> h =
+            group->beginFirstContact(std::move(*link), options.rmbBytes, options.rmbBytes);
+        if (!h) {
+            group->terminate("no first connection");
+            return decline(stack, fd, bufferDecline(h.error()), version, options);
+        }
+        hs = std::move(*h);
+    } else {
+        const Reuse reuse = findClientGroup(smcr, a);
+        if (reuse.group == nullptr)
+            return decline(stack, fd,
+                           reuse.knownPeer ? DeclineCode::NoSrvLink : DeclineCode::SyncErr, version,
+                           options);
+        group = reuse.group;
+        Result<LinkGroup::Handshake> h =
+            group->beginHandshake(options.rmbBytes, options.rmbBytes, reuse.linkId);
+        if (!h)
+            return decline(stack, fd, bufferDecline(h.error()), version, options);
+        hs = std::move(*h);
+        const std::optional<LinkAddress> l = localOf(*group, hs->connection()->link());
+        if (!l) // the link went meanwhile
+            return decline(stack, fd, DeclineCode::NoActLink, version, options);
+        local = *l;
+    }
+    ConnectionPtr conn = hs->connection();
+    const clc::Confirm confirm{
+        ours(stack, local, *hs, accept.firstContact, std::min<std::uint8_t>(local.mtu, a.qpMtu))};
+    auto fail = [&](const char* why) {
+        if (accept.firstContact)
+            group->terminate(why);
+        else
+            (void)group->closeConnection(*conn);
+    };
+    if (Result<void> done = hs->complete({a.rkey, a.rmbAddr}, classBytes(a.rmbeSize)); !done) {
+        fail("peer rtoken refused");
+        return decline(stack, fd, DeclineCode::ErrRtok, version, options);
+    }
+    if (Result<void> sent = writeClc(fd, confirm, deadlineAfter(options.clcTimeout)); !sent) {
+        fail("CONFIRM not sent");
+        return hard(sent.error());
+    }
+    if (accept.firstContact) {
+        if (Result<void> up = group->confirmFirstLink(std::nullopt); !up) {
+            fail("CONFIRM_LINK failed");
+            return firstLinkFailed(stack, fd, up.error(), version, options);
+        }
+    }
+    return Outcome(SmcrSetup{group, std::move(conn), a.alertToken, classBytes(a.rmbeSize),
+                             accept.firstContact});
+}
+
+Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposal,
+                           std::uint8_t version, const SocketOptions& options)
+{
+    SmcStack::Smcr& smcr = *stack.smcr();
+    MutexLocker pending(smcr.serverPending);
+
+    LinkGroup* group = smcr.groups->find(Role::Server, proposal.systemId);
+    const bool first = group == nullptr;
+    std::optional<LinkGroup::Handshake> hs;
+    LinkAddress local;
+    if (first) {
+        Result<LinkGroup*> made = smcr.groups->create(Role::Server, proposal.systemId);
+        if (!made)
+            return decline(stack, fd, DeclineCode::Mem, version, options);
+        group = *made;
+        Result<NewLink> link = smcr.provider->create({});
+        if (!link) {
+            group->terminate("no first link");
+            return decline(stack, fd, DeclineCode::IntErr, version, options);
+        }
+        local = link->local;
+        Result<LinkGroup::Handshake> h =
+            group->beginFirstContact(std::move(*link), options.rmbBytes, options.rmbBytes);
+        if (!h) {
+            group->terminate("no first connection");
+            return decline(stack, fd, bufferDecline(h.error()), version, options);
+        }
+        hs = std::move(*h);
+    } else {
+        Result<LinkGroup::Handshake> h = group->beginHandshake(options.rmbBytes, options.rmbBytes);
+        if (!h)
+            return decline(stack, fd, bufferDecline(h.error()), version, options);
+        hs = std::move(*h);
+        const std::optional<LinkAddress> l = localOf(*group, hs->connection()->link());
+        if (!l)
+            return decline(stack, fd, DeclineCode::NoActLink, version, options);
+        local = *l;
+    }
+    ConnectionPtr conn = hs->connection();
+    auto fail = [&](const char* why) {
+        hs.reset(); // not completed: closes the connection
+        if (first)
+            group->terminate(why);
+        else
+            (void)group->closeConnection(*conn);
+    };
+    const clc::Accept accept{ours(stack, local, *hs, first, local.mtu)};
+    if (Result<void> sent = writeClc(fd, accept, deadlineAfter(options.clcTimeout)); !sent) {
+        fail("ACCEPT not sent");
+        return hard(sent.error());
+    }
+    Result<clc::Message> answer = readClc(fd, deadlineAfter(options.clcTimeout));
+    if (answer) {
+        if (const auto* d = std::get_if<clc::Decline>(&*answer)) {
+            // Out of sync: the client has no group to match ours; Linux ends it.
+            fail(d->outOfSync ? "client out of sync" : "client declined");
+            if (d->outOfSync && !first)
+                group->terminate("client out of sync", llc::DeleteReason::ProgramTerminated, true);
+            return Outcome(Fallback{d->diagnosis, true});
+        }
+    }
+    const auto* c = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
+    if (c == nullptr || !usable(*c) || c->firstContact != first) {
+        fail("bad CONFIRM");
+        return answer ? std::make_error_code(std::errc::protocol_error) : hard(answer.error());
+    }
+    const auto& r = std::get<clc::SmcrAcceptConfirm>(c->path);
+    if (Result<void> done = hs->complete({r.rkey, r.rmbAddr}, classBytes(r.rmbeSize)); !done) {
+        fail("peer rtoken refused");
+        return decline(stack, fd, DeclineCode::ErrRtok, version, options);
+    }
+    if (first) {
+        if (Result<void> up = group->confirmFirstLink(addressOf(r)); !up) {
+            fail("CONFIRM_LINK failed");
+            return firstLinkFailed(stack, fd, up.error(), version, options);
+        }
+    }
+    return Outcome(SmcrSetup{group, std::move(conn), r.alertToken, classBytes(r.rmbeSize), first});
+}
+
+} // namespace smc::net
