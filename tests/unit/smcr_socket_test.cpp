@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: MIT
+// Sockets over SMC-R: two stacks of one process on an in-process fabric, CLC over real TCP.
+#include "smc/socket/socket.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "smc/socket/smcss.h"
+#include "smc/testing/inproc_fabric.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+constexpr SystemId kServerId = {0x51, 0x52, 2, 0, 0, 0, 0, 1};
+constexpr SystemId kClientId = {0x53, 0x54, 2, 0, 0, 0, 0, 2};
+
+struct Fabric {
+    InprocRegistrar serverReg, clientReg;
+    InprocFabric fabric{serverReg, clientReg, 2, 2};
+};
+
+std::unique_ptr<SmcStack> makeStack(Fabric& f, const SystemId& id)
+{
+    StackConfig config;
+    SmcrConfig r;
+    r.provider = &f.fabric;
+    r.gid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, id[0], id[7]};
+    r.mac = {2, 0, 0, 0, id[0], id[7]};
+    r.systemId = id;
+    r.groups.timeouts.testLink = 0ms;
+    config.smcr = r;
+    return std::move(SmcStack::create(config)).value();
+}
+
+SocketOptions smcr()
+{
+    SocketOptions o;
+    o.mode = Mode::SmcR;
+    o.rmbBytes = 64 * 1024;
+    return o;
+}
+
+struct Pair {
+    Socket client;
+    Socket server;
+};
+Pair connectPair(SmcStack& serverStack, SmcStack& clientStack)
+{
+    Listener l = std::move(Listener::listen(serverStack, "127.0.0.1", 0, smcr())).value();
+    Pair p;
+    Result<Socket> c = Socket::connect(clientStack, "127.0.0.1", l.port(), smcr());
+    EXPECT_TRUE(c) << c.error().message();
+    if (c)
+        p.client = std::move(*c);
+    Result<Socket> s = l.accept(10s);
+    EXPECT_TRUE(s) << s.error().message();
+    if (s)
+        p.server = std::move(*s);
+    return p;
+}
+
+// Byte i of a stream: a function of its position, so a lost, doubled or misplaced byte shows.
+std::byte at(std::uint64_t i, unsigned seed)
+{
+    return static_cast<std::byte>((i * 2654435761u >> 7) + seed);
+}
+
+// Sends `total` bytes of the stream in odd-sized pieces, then shuts the write side.
+Result<void> sendStream(Socket& s, std::uint64_t total, unsigned seed)
+{
+    std::vector<std::byte> chunk(50'021);
+    for (std::uint64_t sent = 0; sent < total;) {
+        const std::size_t n = static_cast<std::size_t>(
+            std::min<std::uint64_t>(chunk.size() - sent % 1000, total - sent));
+        for (std::size_t i = 0; i < n; ++i)
+            chunk[i] = at(sent + i, seed);
+        for (std::size_t done = 0; done < n;) {
+            Result<std::size_t> m = s.send(std::span(chunk).subspan(done, n - done));
+            if (!m)
+                return m.error();
+            done += *m;
+        }
+        sent += n;
+    }
+    return s.shutdown(Shutdown::Write);
+}
+
+// Reads to EOF; the bytes that are not the stream's, or an error. `progress` counts bytes.
+Result<std::uint64_t> recvStream(Socket& s, unsigned seed, std::uint64_t& received,
+                                 std::atomic<std::uint64_t>* progress = nullptr)
+{
+    std::vector<std::byte> chunk(70'000);
+    std::uint64_t wrong = 0;
+    for (;;) {
+        Result<std::size_t> n = s.recv(chunk);
+        if (!n)
+            return n.error();
+        if (*n == 0)
+            return wrong;
+        for (std::size_t i = 0; i < *n; ++i)
+            wrong += chunk[i] != at(received + i, seed);
+        received += *n;
+        if (progress)
+            progress->store(received);
+    }
+}
+
+std::int64_t inUse(LinkGroup& g)
+{
+    const PoolStats s = g.pool().stats();
+    return s.rmb.inUseBytes + s.sndbuf.inUseBytes;
+}
+
+TEST(SmcrSocket, StreamsBothWaysIntactAndShowsAsSmcr)
+{
+    Fabric f;
+    auto server = makeStack(f, kServerId);
+    auto client = makeStack(f, kClientId);
+    Pair p = connectPair(*server, *client);
+    ASSERT_EQ(p.client.transport(), Transport::SmcR);
+    ASSERT_EQ(p.server.transport(), Transport::SmcR);
+
+    constexpr std::uint64_t kBytes = 24 << 20;
+    std::uint64_t up = 0, down = 0;
+    Result<std::uint64_t> upWrong = 0, downWrong = 0;
+    std::thread reader([&] { upWrong = recvStream(p.server, 1, up); });
+    std::thread writer([&] { ASSERT_TRUE(sendStream(p.server, kBytes, 2)); });
+    ASSERT_TRUE(sendStream(p.client, kBytes, 1));
+    downWrong = recvStream(p.client, 2, down);
+    reader.join();
+    writer.join();
+    ASSERT_TRUE(upWrong) << upWrong.error().message();
+    ASSERT_TRUE(downWrong) << downWrong.error().message();
+    EXPECT_EQ(up, kBytes);
+    EXPECT_EQ(down, kBytes);
+    EXPECT_EQ(*upWrong, 0u);
+    EXPECT_EQ(*downWrong, 0u);
+
+    const ConnectionInfo ci = p.client.info();
+    EXPECT_EQ(ci.transport, Transport::SmcR);
+    EXPECT_EQ(ci.bytesSent, kBytes);
+    EXPECT_EQ(ci.bytesReceived, kBytes);
+    EXPECT_NE(ci.linkId, 0);
+    EXPECT_EQ(ci.peerToken, p.server.info().token);
+    EXPECT_NE(smcssTable(client->connections()).find("SMCR link"), std::string::npos);
+    EXPECT_NE(smcssJson(client->connections(), client->stats()).find("\"mode\": \"SMCR\""),
+              std::string::npos);
+    EXPECT_EQ(client->stats().smcrClient, 1u);
+    EXPECT_EQ(server->stats().smcrServer, 1u);
+}
+
+TEST(SmcrSocket, SecondSocketJoinsTheGroupAndCloseGivesEveryBufferBack)
+{
+    Fabric f;
+    auto server = makeStack(f, kServerId);
+    auto client = makeStack(f, kClientId);
+    Pair a = connectPair(*server, *client);
+    Pair b = connectPair(*server, *client);
+    ASSERT_EQ(b.client.transport(), Transport::SmcR);
+    LinkGroup* sg = server->smcr()->groups->find(Role::Server, kClientId);
+    LinkGroup* cg = client->smcr()->groups->find(Role::Client, kServerId);
+    ASSERT_TRUE(sg && cg);
+    EXPECT_EQ(sg->connectionCount(), 2u);
+    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
+
+    // Data on one does not show on the other.
+    const std::byte hello[5] = {std::byte{'h'}, std::byte{'e'}, std::byte{'l'}, std::byte{'l'},
+                                std::byte{'o'}};
+    ASSERT_TRUE(b.client.send(hello));
+    std::byte got[16];
+    Result<std::size_t> n = b.server.recv(got);
+    ASSERT_TRUE(n);
+    EXPECT_EQ(*n, 5u);
+    a.server.setNonBlocking(true);
+    EXPECT_EQ(a.server.recv(got).error(), std::errc::resource_unavailable_try_again);
+
+    // An orderly close: the peer reads EOF, then closes too; nothing stays leased.
+    a.client.close();
+    a.server.setNonBlocking(false);
+    n = a.server.recv(got);
+    ASSERT_TRUE(n) << n.error().message();
+    EXPECT_EQ(*n, 0u);
+    a.server.close();
+    b.client.close();
+    b.server.close();
+    EXPECT_EQ(inUse(*sg), 0);
+    EXPECT_EQ(inUse(*cg), 0);
+}
+
+TEST(SmcrSocket, ALinkBrokenMidStreamLosesNothing)
+{
+    Fabric f;
+    auto server = makeStack(f, kServerId);
+    auto client = makeStack(f, kClientId);
+    Pair p = connectPair(*server, *client);
+    ASSERT_EQ(p.client.transport(), Transport::SmcR);
+    LinkGroup* sg = server->smcr()->groups->find(Role::Server, kClientId);
+    LinkGroup* cg = client->smcr()->groups->find(Role::Client, kServerId);
+    ASSERT_TRUE(sg && cg);
+    for (int i = 0; i < 500 && cg->activeLinks() < 2; ++i)
+        std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(sg->activeLinks(), 2u);
+    ASSERT_EQ(cg->activeLinks(), 2u);
+
+    constexpr std::uint64_t kBytes = 32 << 20;
+    std::atomic<std::uint64_t> progress{0};
+    std::uint64_t received = 0;
+    Result<std::uint64_t> wrong = 0;
+    std::thread reader([&] { wrong = recvStream(p.server, 3, received, &progress); });
+    const std::uint8_t before = p.server.info().linkId;
+    std::thread breaker([&] {
+        while (progress.load() < kBytes / 4)
+            std::this_thread::yield();
+        // The link the connection rides now, as the server sees it.
+        const ConnectionInfo si = p.server.info();
+        for (unsigned slot = 0; slot < 3; ++slot) {
+            if (sg->linkId(slot) == si.linkId) {
+                EXPECT_TRUE(sg->breakLink(slot));
+            }
+        }
+    });
+    ASSERT_TRUE(sendStream(p.client, kBytes, 3));
+    reader.join();
+    breaker.join();
+    ASSERT_TRUE(wrong) << wrong.error().message();
+    EXPECT_EQ(received, kBytes);
+    EXPECT_EQ(*wrong, 0u);
+    EXPECT_NE(p.server.info().linkId, before); // failover moved it
+    EXPECT_FALSE(sg->terminated());
+    EXPECT_FALSE(cg->terminated());
+}
+
+TEST(SmcrSocket, AClientWithoutSmcrFallsBackAndTheBytesStillFlow)
+{
+    Fabric f;
+    auto server = makeStack(f, kServerId);
+    auto plain = std::move(SmcStack::create()).value(); // SMC-D only
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, smcr())).value();
+    Result<Socket> c = Socket::connect(*plain, "127.0.0.1", l.port(), {}); // Auto: SMC-D
+    ASSERT_TRUE(c) << c.error().message();
+    Result<Socket> s = l.accept(10s);
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(c->transport(), Transport::Tcp);
+    EXPECT_EQ(s->transport(), Transport::Tcp);
+    EXPECT_TRUE(c->fallbackReason().has_value());
+    std::uint64_t received = 0;
+    Result<std::uint64_t> wrong = 0;
+    std::thread reader([&] { wrong = recvStream(*s, 4, received); });
+    ASSERT_TRUE(sendStream(*c, 1 << 20, 4));
+    reader.join();
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(received, 1u << 20);
+    EXPECT_EQ(*wrong, 0u);
+}
+
+} // namespace
+} // namespace smc
