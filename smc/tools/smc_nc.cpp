@@ -25,11 +25,13 @@ int usage()
 {
     std::fprintf(
         stderr,
-        "usage: smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] [--smcss] HOST PORT\n"
-        "       smc-nc [-v] [--smcd | --tcp] [--rmb BYTES] [--json FILE] [--smcss] -l [HOST] PORT\n"
+        "usage: smc-nc [-v] [--smcd | --smcr DEVICE | --tcp] [--rmb BYTES] [--json FILE] "
+        "[--smcss]\n"
+        "              HOST PORT | -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
         "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
-        "--json into FILE, --smcss as a table on stderr.\n");
+        "--json into FILE, --smcss as a table on stderr. --smcr: SMC-R only, over the RDMA\n"
+        "DEVICE (e.g. rxe0); without a mode flag, SMC-D, else TCP fallback.\n");
     return 2;
 }
 
@@ -39,10 +41,12 @@ bool parseNumber(std::string_view text, std::size_t& out)
     return ec == std::errc() && end == text.data() + text.size();
 }
 
-void describe(const Socket& s)
+void describe(const Socket& s, const std::string& device)
 {
     if (s.transport() == Transport::SmcD)
         std::fprintf(stderr, "smc-nc: SMC-D\n");
+    else if (s.transport() == Transport::SmcR)
+        std::fprintf(stderr, "smc-nc: SMC-R %s\n", device.c_str());
     else if (const auto reason = s.fallbackReason())
         std::fprintf(stderr, "smc-nc: TCP fallback %s (0x%08x)\n", clc::toString(*reason),
                      static_cast<unsigned>(*reason));
@@ -123,7 +127,8 @@ int main(int argc, char** argv)
 {
     bool verbose = false, listen = false, smcss = false;
     SocketOptions options;
-    std::string json;
+    StackConfig config;
+    std::string json, device;
     std::vector<std::string_view> rest;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
@@ -142,9 +147,12 @@ int main(int argc, char** argv)
             smcss = true;
         } else if (a == "--json" && i + 1 < argc)
             json = argv[++i];
-        else if (a == "--smcr")
-            return std::fprintf(stderr, "smc-nc: SMC-R sockets are not built yet\n"), 2;
-        else if (!a.empty() && a[0] == '-')
+        else if (a == "--smcr" && i + 1 < argc) {
+            device = argv[++i];
+            config.smcr = SmcrConfig{};
+            config.smcr->device = device;
+            options.mode = Mode::SmcR;
+        } else if (!a.empty() && a[0] == '-')
             return usage();
         else
             rest.push_back(a);
@@ -155,9 +163,13 @@ int main(int argc, char** argv)
         return usage();
     const std::string host = rest.size() == 2 ? std::string(rest[0]) : std::string();
 
-    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
+    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create(config);
     if (!stack) {
-        std::fprintf(stderr, "smc-nc: %s\n", stack.error().message().c_str());
+        if (!device.empty())
+            std::fprintf(stderr, "smc-nc: SMC-R device %s: %s\n", device.c_str(),
+                         stack.error().message().c_str());
+        else
+            std::fprintf(stderr, "smc-nc: %s\n", stack.error().message().c_str());
         return 1;
     }
     Result<Socket> s = std::make_error_code(std::errc::not_connected);
@@ -180,7 +192,7 @@ int main(int argc, char** argv)
         return 1;
     }
     if (verbose)
-        describe(*s);
+        describe(*s, device);
     const int rc = pump(*s);
     if (!json.empty() && !writeSmcssJson(json, (*stack)->connections(), (*stack)->stats()))
         std::fprintf(stderr, "smc-nc: cannot write %s\n", json.c_str());
