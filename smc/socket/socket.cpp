@@ -38,10 +38,13 @@ void SocketImpl::start(std::unique_ptr<net::DataPath> path, Transport transport)
 
 void SocketImpl::onTcpReadable() noexcept
 {
-    // EOF, a reset, or bytes the protocol does not allow: the SMC-D connection is over
-    // either way (an orderly close came as a CDC before, and then nothing is lost).
+    // EOF, a reset, or bytes the protocol does not allow: the SMC connection is over either
+    // way (an orderly close came as a CDC before, and then nothing is lost).
+    MutexLocker lock(tcpWatchRunning_);
+    if (closed_)
+        return;
     if (const int id = tcpWatch_.exchange(-1); id >= 0)
-        stack_.executor().unwatch(id);
+        stack_.executor().unwatch(id); // from its own callback: does not wait
     path_->peerGone();
     refresh();
 }
@@ -125,6 +128,11 @@ void SocketImpl::close() noexcept
         return;
     if (const int id = tcpWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
+    // A callback that unwatched itself is not waited for by unwatch(): wait for it here,
+    // before the socket it watches closes and the path it calls goes.
+    {
+        MutexLocker wait(tcpWatchRunning_);
+    }
     if (const int id = eventWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
     if (path_)

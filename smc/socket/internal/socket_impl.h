@@ -58,6 +58,9 @@ private:
     std::unique_ptr<net::ReadyFd> ready_ SMC_GUARDED_BY(readyMutex_);
     std::atomic<net::ReadyFd*> readyFd_{nullptr};
     Mutex refreshMutex_; // one refresh at a time (see refresh())
+    // Held while the TCP watch's callback runs, so close() can wait for one that has
+    // already unwatched itself (Executor::unwatch waits only for watches it removes).
+    Mutex tcpWatchRunning_;
 };
 
 } // namespace smc
