@@ -45,7 +45,10 @@ public:
     // The end that offered the link learns the far end (ADD_LINK response).
     virtual Result<void> connect(const LinkAddress& /*peer*/) { return {}; }
     // RDMA WRITE `length` bytes at `src` (registered on this link under
-    // `lkey`) to the peer's `remoteAddr` under `rkey`.
+    // `lkey`) to the peer's `remoteAddr` under `rkey`. Errors: not_connected
+    // (the link is down, or this write took it down), timed_out (no
+    // completion in time), the transport's own. Blocks until the write
+    // completed.
     virtual Result<void> write(const void* /*src*/, std::size_t /*length*/, std::uint32_t /*lkey*/,
                                std::uint64_t /*remoteAddr*/, std::uint32_t /*rkey*/)
     {

@@ -114,7 +114,12 @@ Result<void> RcChannel::connect(const LinkAddress& peer)
 Result<void> RcChannel::write(const void* src, std::size_t length, std::uint32_t lkey,
                               std::uint64_t remoteAddr, std::uint32_t rkey)
 {
-    return link_->rdmaWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait);
+    Result<void> r = link_->rdmaWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait);
+    // A failed completion leaves an RC QP in error: the link went with this write, whatever
+    // the status said, and the caller's answer to that is failover (LinkChannel::write).
+    if (!r && r.error() != std::errc::timed_out)
+        return std::make_error_code(std::errc::not_connected);
+    return r;
 }
 
 void RcChannel::shutdown() noexcept

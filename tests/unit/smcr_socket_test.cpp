@@ -10,6 +10,7 @@
 
 #include "smc/socket/smcss.h"
 #include "smc/testing/inproc_fabric.h"
+#include "tests/libtest/socket_stream.h"
 
 namespace smc
 {
@@ -17,6 +18,8 @@ namespace
 {
 
 using namespace std::chrono_literals;
+using test::recvStream;
+using test::sendStream;
 
 constexpr SystemId kServerId = {0x51, 0x52, 2, 0, 0, 0, 0, 1};
 constexpr SystemId kClientId = {0x53, 0x54, 2, 0, 0, 0, 0, 2};
@@ -64,52 +67,6 @@ Pair connectPair(SmcStack& serverStack, SmcStack& clientStack)
     if (s)
         p.server = std::move(*s);
     return p;
-}
-
-// Byte i of a stream: a function of its position, so a lost, doubled or misplaced byte shows.
-std::byte at(std::uint64_t i, unsigned seed)
-{
-    return static_cast<std::byte>((i * 2654435761u >> 7) + seed);
-}
-
-// Sends `total` bytes of the stream in odd-sized pieces, then shuts the write side.
-Result<void> sendStream(Socket& s, std::uint64_t total, unsigned seed)
-{
-    std::vector<std::byte> chunk(50'021);
-    for (std::uint64_t sent = 0; sent < total;) {
-        const std::size_t n = static_cast<std::size_t>(
-            std::min<std::uint64_t>(chunk.size() - sent % 1000, total - sent));
-        for (std::size_t i = 0; i < n; ++i)
-            chunk[i] = at(sent + i, seed);
-        for (std::size_t done = 0; done < n;) {
-            Result<std::size_t> m = s.send(std::span(chunk).subspan(done, n - done));
-            if (!m)
-                return m.error();
-            done += *m;
-        }
-        sent += n;
-    }
-    return s.shutdown(Shutdown::Write);
-}
-
-// Reads to EOF; the bytes that are not the stream's, or an error. `progress` counts bytes.
-Result<std::uint64_t> recvStream(Socket& s, unsigned seed, std::uint64_t& received,
-                                 std::atomic<std::uint64_t>* progress = nullptr)
-{
-    std::vector<std::byte> chunk(70'000);
-    std::uint64_t wrong = 0;
-    for (;;) {
-        Result<std::size_t> n = s.recv(chunk);
-        if (!n)
-            return n.error();
-        if (*n == 0)
-            return wrong;
-        for (std::size_t i = 0; i < *n; ++i)
-            wrong += chunk[i] != at(received + i, seed);
-        received += *n;
-        if (progress)
-            progress->store(received);
-    }
 }
 
 std::int64_t inUse(LinkGroup& g)
