@@ -15,6 +15,7 @@
 
 #include <bit>
 #include <cstring>
+#include <thread>
 
 #include "pool/size_class.h"
 #include "smc/clc/clc_errors.h"
@@ -213,7 +214,15 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
         }
         hs = std::move(*h);
     } else {
-        const Reuse reuse = findClientGroup(smcr, a);
+        // The server may name a link it has just added while our end of that ADD_LINK flow
+        // is still finishing: give it Linux's ADD_LINK wait before we call it unknown.
+        Reuse reuse = findClientGroup(smcr, a);
+        const auto patience = net::deadlineAfter(std::min<std::chrono::milliseconds>(
+            std::chrono::milliseconds(2000), options.clcTimeout));
+        while (reuse.group == nullptr && reuse.knownPeer && net::Clock::now() < patience) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            reuse = findClientGroup(smcr, a);
+        }
         if (reuse.group == nullptr)
             return decline(stack, fd,
                            reuse.knownPeer ? DeclineCode::NoSrvLink : DeclineCode::SyncErr, version,

@@ -120,7 +120,8 @@ TEST(SmcrSocket, SecondSocketJoinsTheGroupAndCloseGivesEveryBufferBack)
     auto client = makeStack(f, kClientId);
     Pair a = connectPair(*server, *client);
     Pair b = connectPair(*server, *client);
-    ASSERT_EQ(b.client.transport(), Transport::SmcR);
+    ASSERT_EQ(b.client.transport(), Transport::SmcR)
+        << clc::toString(b.client.fallbackReason().value_or(clc::DeclineCode{}));
     LinkGroup* sg = server->smcr()->groups->find(Role::Server, kClientId);
     LinkGroup* cg = client->smcr()->groups->find(Role::Client, kServerId);
     ASSERT_TRUE(sg && cg);
