@@ -12,6 +12,7 @@
 
 #include "base/mutex.h"
 #include "pool/buffer_desc.h"
+#include "smc/llc/llc_messages.h"
 #include "smc/llc/rtoken_table.h"
 
 namespace smc
@@ -97,7 +98,8 @@ private:
     mutable ConnectionEvents events_ SMC_GUARDED_BY(eventsMutex_);
     // The newest CDC that came before a cdc handler was set (the peer may
     // start before our side is ready); CDCs are cumulative, so one is enough.
-    mutable std::optional<std::array<std::byte, 44>> parkedCdc_ SMC_GUARDED_BY(eventsMutex_);
+    mutable std::optional<std::array<std::byte, llc::kCdcSize>>
+        parkedCdc_ SMC_GUARDED_BY(eventsMutex_);
 };
 
 using ConnectionPtr = std::shared_ptr<Connection>;

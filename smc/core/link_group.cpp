@@ -284,8 +284,6 @@ Result<void> LinkGroup::readRmb(const Connection& conn, std::size_t offset,
 
 namespace
 {
-constexpr std::size_t kCdcSize = 44;    // connection notes §2.1
-constexpr std::size_t kCdcMinSize = 26; // Linux reads up to the connection flags
 constexpr std::size_t kCdcTokenOffset = 4;
 
 std::uint32_t cdcToken(std::span<const std::byte> m)
@@ -301,7 +299,7 @@ Result<void> LinkGroup::sendCdc(const Connection& conn, std::span<const std::byt
 {
     if (conn.group_ != this)
         return ConnErrc::UnknownConnection;
-    if (message.size() != kCdcSize || message[0] != std::byte{kCdcType})
+    if (message.size() != llc::kCdcSize || message[0] != std::byte{llc::kCdcType})
         return std::make_error_code(std::errc::invalid_argument);
     ReadLocker lock(conn.use_); // closeConnection waits for it
     if (conn.state_ != Connection::State::Open)
@@ -328,7 +326,7 @@ Result<void> LinkGroup::setConnectionEvents(const Connection& conn, ConnectionEv
     }
     conn.events_ = std::move(events);
     if (conn.events_.cdc && conn.parkedCdc_) {
-        const std::array<std::byte, kCdcSize> parked = *conn.parkedCdc_;
+        const std::array<std::byte, llc::kCdcSize> parked = *conn.parkedCdc_;
         conn.parkedCdc_.reset();
         conn.events_.cdc(parked);
     }
@@ -337,7 +335,8 @@ Result<void> LinkGroup::setConnectionEvents(const Connection& conn, ConnectionEv
 
 void LinkGroup::cdcReceived(unsigned /*slot*/, std::span<const std::byte> message)
 {
-    if (message.size() < kCdcMinSize || std::to_integer<std::size_t>(message[1]) != kCdcSize) {
+    if (message.size() < llc::kCdcMinSize ||
+        std::to_integer<std::size_t>(message[1]) != llc::kCdcSize) {
         cdcMalformed_.fetch_add(1, std::memory_order_relaxed); // Linux drops it too
         return;
     }
@@ -347,8 +346,8 @@ void LinkGroup::cdcReceived(unsigned /*slot*/, std::span<const std::byte> messag
         if (conn->events_.cdc) {
             conn->events_.cdc(message);
         } else {
-            std::array<std::byte, kCdcSize> parked{};
-            std::memcpy(parked.data(), message.data(), std::min(message.size(), kCdcSize));
+            std::array<std::byte, llc::kCdcSize> parked{};
+            std::memcpy(parked.data(), message.data(), std::min(message.size(), llc::kCdcSize));
             conn->parkedCdc_ = parked;
         }
         return;

@@ -228,7 +228,7 @@ Result<Message> LlcEngine::exchange(unsigned sendSlot, const Message& m, unsigne
 
 void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes)
 {
-    if (!bytes.empty() && bytes[0] == std::byte{kCdcType}) {
+    if (!bytes.empty() && bytes[0] == std::byte{llc::kCdcType}) {
         {
             MutexLocker lock(mutex_);
             if (links_[slot].epoch != epoch)

@@ -61,9 +61,6 @@ struct LlcStats {
 
 // What the engine needs from the connections above it (the link group).
 // Called without the engine's lock held.
-// Byte 0 of an SMC-R CDC message: CDC shares the links with LLC, byte 0
-// tells them apart (connection notes §2.1); the engine does not look inside.
-inline constexpr std::uint8_t kCdcType = 0xfe;
 
 class LlcHost
 {
@@ -74,7 +71,7 @@ public:
     virtual void moveConnections(unsigned from, unsigned to) = 0;
     // The group is gone (DELETE_LINK ALL went out if a link was left).
     virtual void groupEnded(std::string reason) = 0;
-    // A message whose byte 0 is kCdcType (a CDC, not LLC) came on `slot`:
+    // A message whose byte 0 is llc::kCdcType (a CDC, not LLC) came on `slot`:
     // handed over unparsed, in the order of the link, on its delivery thread.
     virtual void cdcReceived(unsigned slot, std::span<const std::byte> message) = 0;
 

@@ -20,6 +20,12 @@ namespace smc::llc
 // longer (up to 8 KiB) and say so in the header's length_v2.
 inline constexpr std::size_t kMessageSize = 44;
 inline constexpr std::size_t kMaxV2Size = 8192;
+// Byte 0 of an SMC-R CDC message: CDC shares the links with LLC and byte 0 tells them apart
+// (connection notes §2.1); its size on the wire, and how much of it Linux reads (up to the
+// connection flags). The layers below smc/cdc check no more than these.
+inline constexpr std::uint8_t kCdcType = 0xfe;
+inline constexpr std::size_t kCdcSize = 44;
+inline constexpr std::size_t kCdcMinSize = 26;
 
 enum class Type : std::uint8_t {
     ConfirmLink = 0x01,

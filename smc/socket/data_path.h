@@ -28,7 +28,8 @@ public:
                                      bool nonBlocking) = 0;
     virtual Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                                      bool nonBlocking) = 0;
-    // done_writing to the peer. Errors: not_connected (closed). Never blocks.
+    // done_writing to the peer. Errors: not_connected (closed). Blocks for at most one CDC
+    // (SMC-R: a send slot).
     virtual Result<void> shutdownWrite() = 0;
     // An orderly close (an abort when unread bytes are left); our buffers go back to the
     // pool. SMC-D never blocks; SMC-R waits for the peer's DELETE_RKEY answer (LLC timeouts).

@@ -61,11 +61,15 @@ SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 {
     const cdc::CdcMessage m = stream_.nextCdc(pending);
     if (unconfirmed_.empty() ? produced_ > provenConsumed_
-                             : unconfirmed_.back().producer < produced_)
-        unconfirmed_.push_back({m.seq, produced_});
-    // Bounded: the peer's consumer cursor pops them; without it, the oldest matter least.
-    if (unconfirmed_.size() > 1024)
-        unconfirmed_.pop_front();
+                             : unconfirmed_.back().producer < produced_) {
+        // Bounded: at the cap the newest entry stretches to cover this CDC too. Its older
+        // sequence number stays a lower bound of what the peer processed, so the worst a
+        // stretched entry does is name an older CDC in a validation, never a newer one.
+        if (unconfirmed_.size() == kMaxUnconfirmed)
+            unconfirmed_.back().producer = produced_;
+        else
+            unconfirmed_.push_back({m.seq, produced_});
+    }
     return cdc::encodeSmcr(m);
 }
 
@@ -98,9 +102,16 @@ void SmcrConnection::transmit(const Wire& wire)
         }
         // The link went: if failover already moved us, say it on the new one; if not, the
         // moved handler (which waits for txMutex_) sends the current cursors there.
-        if (r.error() != std::errc::not_connected || conn_->link() == slot)
+        if (r.error() == std::errc::not_connected && conn_->link() == slot)
             return;
+        if (r.error() != std::errc::not_connected)
+            break;
     }
+    // A CDC that cannot go while the link stays up (no send slot in time, ...): the peer
+    // would never hear of the bytes or the close it carried, so the connection ends here
+    // rather than leave both ends waiting.
+    MutexLocker lock(mutex_);
+    (void)abort(false);
 }
 
 std::optional<SmcrConnection::Wire> SmcrConnection::act(const cdc::CloseAction& action)
@@ -398,6 +409,8 @@ void SmcrConnection::peerGone() noexcept
 
 void SmcrConnection::close() noexcept
 {
+    // A second caller waits for the first: "no handler runs once this returns" holds for both.
+    MutexLocker closing(closeMutex_);
     {
         MutexLocker tx(txMutex_);
         std::optional<Wire> out;

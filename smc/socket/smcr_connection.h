@@ -93,6 +93,7 @@ public:
 
 private:
     using Wire = std::array<std::byte, cdc::kSmcrCdcSize>;
+    static constexpr std::size_t kMaxUnconfirmed = 1024;
 
     SmcrConnection(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken,
                    cdc::CdcStream stream);
@@ -111,7 +112,8 @@ private:
     // After a peer CDC: which of our CDCs the peer has surely processed (its consumer cursor).
     void noteConsumed() SMC_REQUIRES(mutex_);
     // A CDC to the peer, again on the new link if failover moved us meanwhile; a lost link
-    // is the moved handler's to make up for (it sends the current cursors).
+    // is the moved handler's to make up for (it sends the current cursors); any other
+    // failure aborts the connection.
     void transmit(const Wire& wire) SMC_REQUIRES(txMutex_);
     void wake() SMC_REQUIRES(mutex_);
     // Waits until `until` or a wake.
@@ -124,10 +126,11 @@ private:
     const std::size_t peerRingSize_;
     const std::size_t stageBytes_; // our sndbuf: what one write stages at most
 
-    // Lock order: sendMutex_ / recvMutex_, then txMutex_, then mutex_.
-    Mutex sendMutex_; // one sender at a time (the RDMA WRITEs into the peer's ring)
-    Mutex recvMutex_; // one receiver at a time (the copy out of ours)
-    Mutex txMutex_;   // CDCs leave in the order they were built (sequence numbers)
+    // Lock order: closeMutex_, then sendMutex_ / recvMutex_, then txMutex_, then mutex_.
+    Mutex closeMutex_; // one close() at a time, start to end
+    Mutex sendMutex_;  // one sender at a time (the RDMA WRITEs into the peer's ring)
+    Mutex recvMutex_;  // one receiver at a time (the copy out of ours)
+    Mutex txMutex_;    // CDCs leave in the order they were built (sequence numbers)
     mutable Mutex mutex_;
     ConditionVariable changed_;
     cdc::CdcStream stream_ SMC_GUARDED_BY(mutex_);

@@ -55,11 +55,14 @@ public:
     // Blocks until data, EOF or options.recvTimeout, unless non-blocking.
     Result<std::size_t> recv(std::span<std::byte> into);
     // Read: later receives see the end; Write: the peer sees the end of the stream once what
-    // was sent is read. Errors: not_connected. Does not block (sent data is already out).
+    // was sent is read. Errors: not_connected. Does not block (sent data is already out),
+    // beyond one CDC on SMC-R (a send slot: up to 10 s when the link is congested).
     Result<void> shutdown(Shutdown how);
     // Ends the connection: orderly when nothing unread is left here, else an abort (the
     // peer sees connection_reset), as Linux does. Buffers go back to the pool, mappings
-    // are dropped. Later calls give not_connected. Never blocks; the destructor closes.
+    // are dropped. Later calls give not_connected; the destructor closes. SMC-D and TCP
+    // never block; SMC-R runs the group's DELETE_RKEY flow (up to the LLC timeouts:
+    // flowStart for the flow, then wait for the peer's answer).
     void close() noexcept;
 
     // A descriptor for the application's poll/epoll: readable when recv() would not block,
@@ -103,7 +106,7 @@ public:
     // Readable when accept() would not block.
     int fd() const noexcept;
     std::uint16_t port() const noexcept;
-    // Stops accepting; connections not yet accepted are closed. Never blocks for long.
+    // Stops accepting; connections not yet accepted are closed (each as Socket::close()).
     void close() noexcept;
 
 private:
