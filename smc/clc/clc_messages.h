@@ -110,7 +110,7 @@ enum class DeclineCode : std::uint32_t {
 // Linux's name without the SMC_CLC_DECL_ prefix ("NOSMCDDEV"); "?" for an unknown code.
 const char* toString(DeclineCode code) noexcept;
 
-using SystemId = std::array<std::uint8_t, 8>; // 2 random bytes + a RoCE port's MAC
+using SystemId = std::array<std::uint8_t, 8>; // Linux: 2 random bytes + a MAC; ours: random
 using Gid = std::array<std::uint8_t, 16>;
 using Mac = std::array<std::uint8_t, 6>;
 using Eid = std::array<std::uint8_t, kEidSize>;           // upper-case, blank padded

@@ -245,6 +245,7 @@ public:
     BufferPool& pool() noexcept { return *pool_; }
     LinkGroupStats stats() const;
     const SystemId& peer() const noexcept { return config_.peer; }
+    Executor& executor() const noexcept { return executor_; } // its events' and timers'
     // The limits both sides agreed on in CONFIRM_LINK (the configured ones
     // before the first link).
     unsigned maxLinks() const noexcept { return llc_->maxLinks(); }

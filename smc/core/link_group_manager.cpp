@@ -21,6 +21,21 @@ LinkGroup* LinkGroupManager::find(Role role, const SystemId& peer) const
     return nullptr;
 }
 
+LinkGroup* LinkGroupManager::find(Role role, const SystemId& peer, const Gid& gid,
+                                  const Mac& mac) const
+{
+    MutexLocker lock(mutex_);
+    for (const auto& g : groups_) {
+        if (g->role() != role || g->peer() != peer || !g->hasRoom())
+            continue;
+        for (const LinkInfo& l : g->links())
+            if (l.state == LinkState::Active && l.peer.gid == gid &&
+                (l.peer.mac == Mac{} || l.peer.mac == mac))
+                return g.get();
+    }
+    return nullptr;
+}
+
 Result<LinkGroup*> LinkGroupManager::create(Role role, const SystemId& peer)
 {
     LinkGroupConfig config = defaults_;

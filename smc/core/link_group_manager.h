@@ -21,7 +21,12 @@ public:
     // A live group with `peer` in `role` that takes one more connection
     // (Linux smc_conn_create: same peer system id and role, room under
     // max_conns and in the rtoken table), or null: then create() one.
+    // The system id alone: for a server's reuse take the overload below.
     LinkGroup* find(Role role, const SystemId& peer) const;
+    // As above, and the group has an active link whose peer is at `gid` and,
+    // when the link knows the peer's MAC, at `mac` (Linux smcr_lgr_match, v1):
+    // system ids can collide, the PROPOSAL's GID and MAC name the device.
+    LinkGroup* find(Role role, const SystemId& peer, const Gid& gid, const Mac& mac) const;
     // A new, not yet started group with `peer`.
     Result<LinkGroup*> create(Role role, const SystemId& peer);
     // Forget terminated groups; returns how many went.

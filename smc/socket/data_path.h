@@ -34,7 +34,8 @@ public:
     // An orderly close (an abort when unread bytes are left); our buffers go back to the
     // pool. SMC-D never blocks; SMC-R waits for the peer's DELETE_RKEY answer (LLC timeouts).
     virtual void close() noexcept = 0;
-    // The TCP connection ended: if the peer did not close first, it died (abort).
+    // The TCP connection ended: if the peer did not close first, it died (abort; SMC-R first
+    // gives a close still on its way over the link a grace period).
     virtual void peerGone() noexcept = 0;
 
     virtual bool readable() const = 0; // recv would not block

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <utility>
 
 namespace smc::net
 {
@@ -16,6 +18,9 @@ std::error_code reset()
 {
     return std::make_error_code(std::errc::connection_reset);
 }
+
+// How long the closing CDC may trail the TCP FIN (it comes over the link, on other threads).
+constexpr std::chrono::seconds kPeerGoneGrace{1};
 
 } // namespace
 
@@ -48,6 +53,8 @@ SmcrConnection::SmcrConnection(LinkGroup& group, ConnectionPtr conn, std::uint32
     : group_(group), conn_(std::move(conn)), peerToken_(peerToken),
       peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()), stream_(stream)
 {
+    MutexLocker lock(grace_->mutex);
+    grace_->self = this;
 }
 
 SmcrConnection::~SmcrConnection()
@@ -402,9 +409,57 @@ void SmcrConnection::peerGone() noexcept
     if (closed_)
         return;
     const cdc::ConnFlags f = stream_.peerConnFlags();
-    if (!f.peerConnClosed && !f.peerConnAbort)
+    if (!f.peerConnClosed && !f.peerConnAbort) {
+        // The FIN can overtake the peer's last CDCs: a live group may still bring them.
+        if (!aborted_ && !group_.terminated()) {
+            if (!graceTimer_)
+                armPeerGoneGrace();
+            return;
+        }
         (void)abort(false); // died without a word: nothing more will come
+    }
     wake();
+}
+
+void SmcrConnection::armPeerGoneGrace()
+{
+    graceCdcIn_ = stats_.cdcIn;
+    graceTimer_ = group_.executor().postAfter(kPeerGoneGrace, [g = grace_] {
+        MutexLocker lock(g->mutex);
+        if (g->self != nullptr)
+            g->self->onPeerGoneGrace();
+    });
+}
+
+void SmcrConnection::onPeerGoneGrace()
+{
+    MutexLocker lock(mutex_);
+    graceTimer_.reset();
+    if (closed_ || aborted_)
+        return;
+    const cdc::ConnFlags f = stream_.peerConnFlags();
+    if (f.peerConnClosed || f.peerConnAbort)
+        return; // the close came (and woke the readers)
+    if (stats_.cdcIn != graceCdcIn_ && !group_.terminated()) {
+        armPeerGoneGrace(); // still talking: the close may be behind its data
+        return;
+    }
+    (void)abort(false); // no close came: the peer died
+}
+
+void SmcrConnection::stopPeerGoneGrace()
+{
+    {
+        MutexLocker g(grace_->mutex); // a running grace timer is done once we have it
+        grace_->self = nullptr;
+    }
+    std::optional<Executor::TimerId> timer;
+    {
+        MutexLocker lock(mutex_);
+        timer = std::exchange(graceTimer_, std::nullopt);
+    }
+    if (timer)
+        (void)group_.executor().cancel(*timer);
 }
 
 void SmcrConnection::close() noexcept
@@ -426,6 +481,7 @@ void SmcrConnection::close() noexcept
         if (out)
             transmit(*out);
     }
+    stopPeerGoneGrace();
     // No handler runs once this returns, and none will come.
     (void)group_.setConnectionEvents(*conn_, {});
     // No copy into or out of the buffers is running once both are ours.

@@ -76,7 +76,9 @@ public:
     // the group (DELETE_RKEY) and its buffers go back to the pool. Waits for a running send
     // or recv to leave and for the peer's DELETE_RKEY answer (up to the LLC timeouts).
     void close() noexcept override;
-    // The TCP connection ended: if the peer did not close first, it died (abort).
+    // The TCP connection ended: if the peer did not close first, it died (abort). In a live
+    // group its closing CDC may still be on the way over the link: that gets a grace period
+    // (while CDCs keep coming) on the group's executor, then the abort. Never blocks.
     void peerGone() noexcept override;
 
     bool readable() const override; // recv would not block
@@ -102,6 +104,10 @@ private:
     void onCdc(std::span<const std::byte> bytes);
     void onMoved();
     void onEnded();
+    // The grace after peerGone() is over: abort unless the close came, wait on if CDCs do.
+    void onPeerGoneGrace();
+    void armPeerGoneGrace() SMC_REQUIRES(mutex_);
+    void stopPeerGoneGrace(); // close(): no grace timer runs or comes once this returns
 
     // The next CDC from the stream, remembered for the failover validation.
     Wire build(std::size_t pending = 0) SMC_REQUIRES(mutex_);
@@ -158,6 +164,14 @@ private:
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
     SmcrStats stats_ SMC_GUARDED_BY(mutex_);
     bool released_ = false; // close() gave the connection back (sendMutex_ and recvMutex_ held)
+    // The grace timer reaches us through this; close() unhooks it (waiting for a running one).
+    struct Grace {
+        Mutex mutex;
+        SmcrConnection* self SMC_GUARDED_BY(mutex) = nullptr;
+    };
+    const std::shared_ptr<Grace> grace_ = std::make_shared<Grace>();
+    std::optional<Executor::TimerId> graceTimer_ SMC_GUARDED_BY(mutex_);
+    std::uint64_t graceCdcIn_ SMC_GUARDED_BY(mutex_) = 0; // CDCs in when it was armed
 };
 
 } // namespace smc::net

@@ -271,7 +271,9 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     SmcStack::Smcr& smcr = *stack.smcr();
     MutexLocker pending(smcr.serverPending);
 
-    LinkGroup* group = smcr.groups->find(Role::Server, proposal.systemId);
+    // Same peer system id and a live link to the device it proposes from.
+    LinkGroup* group =
+        smcr.groups->find(Role::Server, proposal.systemId, proposal.gid, proposal.mac);
     const bool first = group == nullptr;
     std::optional<LinkGroup::Handshake> hs;
     LinkAddress local;

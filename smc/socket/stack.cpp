@@ -27,15 +27,15 @@ const char* toString(Transport transport) noexcept
 
 namespace
 {
-// Linux local_systemid: two random bytes, then the RoCE port's MAC.
-SystemId makeSystemId(const Mac& mac)
+// All 8 bytes random. Linux puts the RoCE port's MAC after two random bytes,
+// but processes here share the MAC: that left 16 bits to tell them apart, and
+// peers only compare the id.
+SystemId makeSystemId()
 {
     std::random_device rd;
     SystemId id{};
     for (auto& b : id)
         b = static_cast<std::uint8_t>(rd());
-    if (mac != Mac{})
-        std::copy(mac.begin(), mac.end(), id.begin() + 2);
     return id;
 }
 } // namespace
@@ -67,7 +67,7 @@ Result<void> SmcStack::openSmcr(const SmcrConfig& c)
     } else {
         return std::make_error_code(std::errc::invalid_argument);
     }
-    smcr->systemId = c.systemId ? *c.systemId : makeSystemId(c.mac);
+    smcr->systemId = c.systemId ? *c.systemId : makeSystemId();
     LinkGroupConfig groups = c.groups;
     groups.pool.tech = Tech::SmcR;
     if (groups.executor == nullptr)

@@ -71,7 +71,7 @@ struct SmcrConfig {
     // IPv4-mapped one (`device` only).
     Gid gid{};
     Mac mac{};
-    // Linux local_systemid: 2 random bytes and the MAC (all random if the MAC is zero).
+    // Unset: 8 random bytes per stack (not Linux's MAC-based id: processes share a MAC).
     std::optional<SystemId> systemId;
     // Limits and timeouts of new link groups (role, peer and pool tech are the stack's).
     LinkGroupConfig groups;

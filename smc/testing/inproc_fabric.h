@@ -118,6 +118,9 @@ public:
         MutexLocker lock(mutex_);
         return nextQpn_ - 1;
     }
+    // The GID of the client side's `device`: what a client stack proposes
+    // from, so a server finds the group by it.
+    static llc::Gid clientGid(unsigned device = 0) { return gid(2, device); }
 
 private:
     static llc::Gid gid(std::uint8_t side, unsigned device)

@@ -287,7 +287,7 @@ TEST(SmcrConnection, CloseWithUnreadDataAbortsThePeer)
     expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, PeerGoneIsAReset)
+TEST(SmcrConnection, PeerGoneWithoutACloseIsAResetAfterTheGrace)
 {
     Pair p(1);
     ASSERT_NO_FATAL_FAILURE(p.start());
@@ -302,11 +302,35 @@ TEST(SmcrConnection, PeerGoneIsAReset)
             seen = r.error();
         done = true;
     });
-    c.server->peerGone(); // the TCP connection ended without a close from the peer
+    c.server->peerGone(); // the TCP connection ended, and no close comes over the link
     waiter.join();
     EXPECT_EQ(seen, std::errc::connection_reset);
     EXPECT_TRUE(c.server->readable());
     closeBoth(c);
+    expectPoolsEmpty(p);
+}
+
+// The TCP FIN overtakes the peer's last CDCs (they come over the link, on other threads):
+// here it comes before the peer even sends them. An orderly close stays one: every byte,
+// then the end of the stream, not a reset.
+TEST(SmcrConnection, PeerGoneBeforeTheClosingCdcsIsStillAnOrderlyEnd)
+{
+    Pair p(1);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    Conns c = open(p);
+    ASSERT_TRUE(c.server && c.client);
+    c.server->peerGone();                       // the FIN, first
+    constexpr std::uint64_t kBytes = 48 * 1024; // fits the ring: the send does not wait
+    std::atomic<bool> failed{false};
+    pump(*c.client, kBytes, 7, failed);
+    ASSERT_FALSE(failed);
+    c.client->close(); // nothing unread: peer_conn_closed, after the data's CDC
+    EXPECT_EQ(drain(*c.server, kBytes, 7, failed), kBytes);
+    std::array<std::byte, 8> b{};
+    Result<std::size_t> r = c.server->recv(b, soon(), false);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, 0u);
+    c.server->close();
     expectPoolsEmpty(p);
 }
 

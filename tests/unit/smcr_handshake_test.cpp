@@ -39,7 +39,7 @@ std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxC
     if (f != nullptr) {
         SmcrConfig r;
         r.provider = &f->fabric;
-        r.gid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, id[0], id[7]};
+        r.gid = InprocFabric::clientGid(); // where client links start
         r.mac = {2, 0, 0, 0, id[0], id[7]};
         r.systemId = id;
         r.groups.maxConns = maxConns;
@@ -286,6 +286,50 @@ TEST(SmcrHandshake, ClientWithoutSmcrDeviceDeclinesBeforeProposing)
     expectBytesBothWays(p.client.get(), p.server.get());
 }
 
+// Two client stacks with one system id (ids can collide) but other devices:
+// the second gets its own group, not an offer to reuse the first's, which its
+// client would decline out of sync and the server would end the first's group.
+TEST(SmcrHandshake, ASameSystemIdFromAnotherDeviceIsAFirstContact)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    TcpPair p1 = tcpPair();
+    Both first = handshake(*server, *client, p1);
+    ASSERT_TRUE(smcr(first.client) && smcr(first.server));
+    ASSERT_TRUE(waitLinks(*smcr(first.client)->group, 2));
+
+    StackConfig config;
+    SmcrConfig r;
+    r.provider = &f.fabric;
+    r.gid = InprocFabric::clientGid();
+    r.gid[15] = 0x77;
+    r.mac = {2, 0, 0, 0, 0x77, 0x77};
+    r.systemId = kClientId;
+    r.groups.timeouts.testLink = 0ms;
+    config.smcr = r;
+    auto other = std::move(SmcStack::create(config)).value();
+    TcpPair p2 = tcpPair();
+    Both second = handshake(*server, *other, p2);
+    const net::SmcrSetup* c = smcr(second.client);
+    const net::SmcrSetup* s = smcr(second.server);
+    ASSERT_TRUE(c) << (second.client ? "not SMC-R" : second.client.error().message());
+    ASSERT_TRUE(s) << (second.server ? "not SMC-R" : second.server.error().message());
+    EXPECT_TRUE(c->firstContact);
+    EXPECT_TRUE(s->firstContact);
+    EXPECT_NE(s->group, smcr(first.server)->group);
+    EXPECT_EQ(server->smcr()->groups->groups().size(), 2u);
+
+    // The first client's group lives on and still carries its connection.
+    const net::SmcrSetup& fs = *smcr(first.server);
+    const net::SmcrSetup& fc = *smcr(first.client);
+    EXPECT_FALSE(fs.group->terminated());
+    EXPECT_FALSE(fc.group->terminated());
+    std::vector<std::byte> up(64, std::byte{0x5a});
+    ASSERT_TRUE(fc.group->write(*fc.conn, 0, up));
+    EXPECT_EQ(std::memcmp(fs.conn->rmb.data(), up.data(), up.size()), 0);
+}
+
 TEST(SmcrHandshake, AFullGroupMakesTheNextConnectionAFirstContact)
 {
     Fabric f;
@@ -310,12 +354,15 @@ TEST(SmcrHandshake, AFullGroupMakesTheNextConnectionAFirstContact)
 }
 
 // A peer playing the client over raw TCP: our PROPOSAL for SMC-R v1.
-clc::Proposal fakeProposal(int fd, const SystemId& id)
+clc::Proposal fakeProposal(int fd, const SystemId& id,
+                           const Gid& gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9},
+                           const Mac& mac = {})
 {
     clc::Proposal p;
     p.version = clc::kVersion1;
     p.systemId = id;
-    p.gid[15] = 9;
+    p.gid = gid;
+    p.mac = mac;
     std::optional<clc::Ipv4Address> local = net::localIpv4(fd);
     EXPECT_TRUE(local);
     p.typeV1 = clc::SmcType::SmcR;
@@ -351,8 +398,11 @@ TEST(SmcrHandshake, MalformedConfirmIsAnErrorAndLeaksNoBuffer)
         auto result = std::async(std::launch::async, [&] {
             return net::serverHandshake(*server, p.server.get(), smcrOnly());
         });
-        ASSERT_TRUE(net::writeClc(p.client.get(), fakeProposal(p.client.get(), id),
-                                  net::deadlineAfter(5s)));
+        // The first proposes from the real client's device, so it joins.
+        ASSERT_TRUE(net::writeClc(
+            p.client.get(),
+            fakeProposal(p.client.get(), id, client->smcr()->gid, client->smcr()->mac),
+            net::deadlineAfter(5s)));
         Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
         ASSERT_TRUE(accept) << accept.error().message();
         ASSERT_TRUE(std::holds_alternative<clc::Accept>(*accept));

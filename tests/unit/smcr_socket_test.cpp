@@ -34,7 +34,7 @@ std::unique_ptr<SmcStack> makeStack(Fabric& f, const SystemId& id)
     StackConfig config;
     SmcrConfig r;
     r.provider = &f.fabric;
-    r.gid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, id[0], id[7]};
+    r.gid = InprocFabric::clientGid(); // where client links start
     r.mac = {2, 0, 0, 0, id[0], id[7]};
     r.systemId = id;
     r.groups.timeouts.testLink = 0ms;
