@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -96,10 +97,13 @@ private:
     // Mutable: the owner sets them through a const handle, as it writes.
     mutable Mutex eventsMutex_;
     mutable ConnectionEvents events_ SMC_GUARDED_BY(eventsMutex_);
-    // The newest CDC that came before a cdc handler was set (the peer may
-    // start before our side is ready); CDCs are cumulative, so one is enough.
-    mutable std::optional<std::array<std::byte, llc::kCdcSize>>
-        parkedCdc_ SMC_GUARDED_BY(eventsMutex_);
+    // The two newest CDCs that came before a cdc handler was set (the peer
+    // may start before our side is ready), oldest first. CDCs are cumulative,
+    // but a failover validation carries no cursors: with the one before it
+    // kept too, a validation never hides the data CDC it followed.
+    static constexpr std::size_t kParkedCdcs = 2;
+    mutable std::deque<std::array<std::byte, llc::kCdcSize>>
+        parkedCdcs_ SMC_GUARDED_BY(eventsMutex_);
 };
 
 using ConnectionPtr = std::shared_ptr<Connection>;

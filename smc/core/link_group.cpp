@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "smc/core/conn_errors.h"
 
@@ -325,10 +326,9 @@ Result<void> LinkGroup::setConnectionEvents(const Connection& conn, ConnectionEv
             return stateError(conn.state_);
     }
     conn.events_ = std::move(events);
-    if (conn.events_.cdc && conn.parkedCdc_) {
-        const std::array<std::byte, llc::kCdcSize> parked = *conn.parkedCdc_;
-        conn.parkedCdc_.reset();
-        conn.events_.cdc(parked);
+    if (conn.events_.cdc) {
+        for (const auto& parked : std::exchange(conn.parkedCdcs_, {}))
+            conn.events_.cdc(parked);
     }
     return {};
 }
@@ -348,7 +348,9 @@ void LinkGroup::cdcReceived(unsigned /*slot*/, std::span<const std::byte> messag
         } else {
             std::array<std::byte, llc::kCdcSize> parked{};
             std::memcpy(parked.data(), message.data(), std::min(message.size(), llc::kCdcSize));
-            conn->parkedCdc_ = parked;
+            if (conn->parkedCdcs_.size() == Connection::kParkedCdcs)
+                conn->parkedCdcs_.pop_front();
+            conn->parkedCdcs_.push_back(parked);
         }
         return;
     }

@@ -219,12 +219,12 @@ public:
     // (see ConnectionEvents; empty ones: nothing is told). Replacing them,
     // also with {}, waits for a handler that runs now, so once this returns
     // the old ones are never called again; call it without holding a lock a
-    // handler takes. A CDC for a connection without a cdc handler is
-    // dropped. Errors: UnknownConnection, Closed or not_connected (no longer
-    // open; clearing with {} still succeeds). Blocks only for a running
-    // handler. The newest CDC that came before a cdc handler was set is
-    // handed to the new one from here, on the caller's thread (the peer may
-    // send before this side is ready; CDCs are cumulative).
+    // handler takes. Errors: UnknownConnection, Closed or not_connected (no
+    // longer open; clearing with {} still succeeds). Blocks only for a
+    // running handler. The two newest CDCs that came while no cdc handler was
+    // set (older ones are dropped) go to the new one from here, oldest first,
+    // on the caller's thread: the peer may send before this side is ready,
+    // CDCs are cumulative, and a failover validation keeps the one before it.
     Result<void> setConnectionEvents(const Connection& conn, ConnectionEvents events);
     // Break a link as a failing device would (tests, demos): failover follows.
     // Errors: NoSuchLink. Does not block.
