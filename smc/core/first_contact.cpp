@@ -18,22 +18,12 @@ Result<LinkGroup::Handshake> LinkGroup::beginFirstContact(NewLink first, std::si
         return token.error();
     if (Result<void> r = llc_->prepareFirst(*token, std::move(first)); !r)
         return r.error();
-    Result<BufferRef> rmb = pool_->acquire(BufferKind::Rmb, rmbBytes);
-    if (!rmb)
-        return rmb.error();
-    Result<BufferRef> snd = pool_->acquire(BufferKind::Sndbuf, sndbufBytes);
-    if (!snd) {
-        (void)pool_->release(*rmb);
-        return snd.error();
-    }
     // Slot 0, ACTIVATING: openConnection() would only take an ACTIVE link.
     Result<ConnectionPtr> conn =
-        conns_.open(this, *rmb, *snd, llc_->maxConns(),
-                    [](const ConnectionTable::Loads&) { return std::optional<unsigned>(0); });
-    if (!conn) {
-        releaseBuffers(*pool_, *rmb, *snd);
+        openWithBuffers(rmbBytes, sndbufBytes,
+                        [](const ConnectionTable::Loads&) { return std::optional<unsigned>(0); });
+    if (!conn)
         return conn.error();
-    }
     // The token goes with the Handshake: complete() or abandon() release it, and
     // confirmFirstLink() takes one of its own.
     return Handshake(this, std::move(*conn), std::move(*token));

@@ -165,6 +165,22 @@ Result<ConnectionPtr> LinkGroup::openConnection(std::size_t rmbBytes, std::size_
         return std::make_error_code(std::errc::not_connected);
     if (!hasRoom())
         return std::make_error_code(std::errc::no_buffer_space);
+    // The least loaded ACTIVE link (or the one named), chosen under the
+    // table's lock: other openers ran meanwhile, a link may have gone.
+    return openWithBuffers(rmbBytes, sndbufBytes, [&](const ConnectionTable::Loads& loads) {
+        const auto slots = llc_->slots();
+        std::optional<unsigned> best;
+        for (unsigned s = 0; s < kMaxLinks; ++s)
+            if (slots[s].active &&
+                (linkId ? slots[s].linkId == *linkId : !best || loads[s] < loads[*best]))
+                best = s;
+        return best;
+    });
+}
+
+Result<ConnectionPtr> LinkGroup::openWithBuffers(std::size_t rmbBytes, std::size_t sndbufBytes,
+                                                 const ConnectionTable::PickLink& pick)
+{
     Result<BufferRef> rmb = pool_->acquire(BufferKind::Rmb, rmbBytes);
     if (!rmb)
         return rmb.error();
@@ -173,18 +189,7 @@ Result<ConnectionPtr> LinkGroup::openConnection(std::size_t rmbBytes, std::size_
         (void)pool_->release(*rmb);
         return snd.error();
     }
-    // The least loaded ACTIVE link (or the one named), chosen under the
-    // table's lock: other openers ran meanwhile, a link may have gone.
-    Result<ConnectionPtr> conn =
-        conns_.open(this, *rmb, *snd, llc_->maxConns(), [&](const ConnectionTable::Loads& loads) {
-            const auto slots = llc_->slots();
-            std::optional<unsigned> best;
-            for (unsigned s = 0; s < kMaxLinks; ++s)
-                if (slots[s].active &&
-                    (linkId ? slots[s].linkId == *linkId : !best || loads[s] < loads[*best]))
-                    best = s;
-            return best;
-        });
+    Result<ConnectionPtr> conn = conns_.open(this, *rmb, *snd, llc_->maxConns(), pick);
     if (!conn)
         releaseBuffers(*pool_, *rmb, *snd);
     return conn;

@@ -253,6 +253,10 @@ public:
 
 private:
     LinkGroup(LinkGroupConfig config, LinkProvider& provider);
+    // A connection's RMB and sndbuf from the pool, on the link `pick` chooses;
+    // on error the buffers go back. Errors: the pool's, ConnectionTable::open's.
+    Result<ConnectionPtr> openWithBuffers(std::size_t rmbBytes, std::size_t sndbufBytes,
+                                          const ConnectionTable::PickLink& pick);
 
     // LlcHost
     std::vector<llc::RkeyPair> rmbRkeys(unsigned from, unsigned to) override;

@@ -69,6 +69,42 @@ DeclineCode bufferDecline(std::error_code)
     return DeclineCode::Mem; // no RMB, no rtoken row, no room in the group
 }
 
+// First contact, either role: a new group, its first link (`makeLink`: the server creates
+// it, the client joins the server's) and a connection on it. Without `hs`, `reason` says
+// why (`noLink` when the link could not be made) and the group is gone again.
+struct NewGroup {
+    LinkGroup* group = nullptr;
+    LinkAddress local;
+    std::optional<LinkGroup::Handshake> hs;
+    DeclineCode reason = DeclineCode::Mem;
+};
+template <typename MakeLink>
+NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer,
+                  const SocketOptions& options, DeclineCode noLink, MakeLink makeLink)
+{
+    NewGroup g;
+    Result<LinkGroup*> made = smcr.groups->create(role, peer);
+    if (!made)
+        return g;
+    g.group = *made;
+    Result<NewLink> link = makeLink();
+    if (!link) {
+        g.group->terminate("no first link");
+        g.reason = noLink;
+        return g;
+    }
+    g.local = link->local;
+    Result<LinkGroup::Handshake> h =
+        g.group->beginFirstContact(std::move(*link), options.rmbBytes, options.rmbBytes);
+    if (!h) {
+        g.group->terminate("no first connection");
+        g.reason = bufferDecline(h.error());
+        return g;
+    }
+    g.hs = std::move(*h);
+    return g;
+}
+
 // Our half of ACCEPT or CONFIRM: the connection's link and RMB there.
 clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
                         bool firstContact, std::uint8_t mtu)
@@ -196,23 +232,13 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
     std::optional<LinkGroup::Handshake> hs;
     LinkAddress local;
     if (accept.firstContact) {
-        Result<LinkGroup*> made = smcr.groups->create(Role::Client, a.systemId);
-        if (!made)
-            return decline(stack, fd, DeclineCode::Mem, version, options);
-        group = *made;
-        Result<NewLink> link = smcr.provider->join(addressOf(a), {});
-        if (!link) {
-            group->terminate("first link not joined");
-            return decline(stack, fd, DeclineCode::ErrRdyLnk, version, options);
-        }
-        local = link->local;
-        Result<LinkGroup::Handshake> h =
-            group->beginFirstContact(std::move(*link), options.rmbBytes, options.rmbBytes);
-        if (!h) {
-            group->terminate("no first connection");
-            return decline(stack, fd, bufferDecline(h.error()), version, options);
-        }
-        hs = std::move(*h);
+        NewGroup made = newGroup(smcr, Role::Client, a.systemId, options, DeclineCode::ErrRdyLnk,
+                                 [&] { return smcr.provider->join(addressOf(a), {}); });
+        if (!made.hs)
+            return decline(stack, fd, made.reason, version, options);
+        group = made.group;
+        local = made.local;
+        hs = std::move(made.hs);
     } else {
         // The server may name a link it has just added while our end of that ADD_LINK flow
         // is still finishing: give it Linux's ADD_LINK wait before we call it unknown.
@@ -278,23 +304,13 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     std::optional<LinkGroup::Handshake> hs;
     LinkAddress local;
     if (first) {
-        Result<LinkGroup*> made = smcr.groups->create(Role::Server, proposal.systemId);
-        if (!made)
-            return decline(stack, fd, DeclineCode::Mem, version, options);
-        group = *made;
-        Result<NewLink> link = smcr.provider->create({});
-        if (!link) {
-            group->terminate("no first link");
-            return decline(stack, fd, DeclineCode::IntErr, version, options);
-        }
-        local = link->local;
-        Result<LinkGroup::Handshake> h =
-            group->beginFirstContact(std::move(*link), options.rmbBytes, options.rmbBytes);
-        if (!h) {
-            group->terminate("no first connection");
-            return decline(stack, fd, bufferDecline(h.error()), version, options);
-        }
-        hs = std::move(*h);
+        NewGroup made = newGroup(smcr, Role::Server, proposal.systemId, options,
+                                 DeclineCode::IntErr, [&] { return smcr.provider->create({}); });
+        if (!made.hs)
+            return decline(stack, fd, made.reason, version, options);
+        group = made.group;
+        local = made.local;
+        hs = std::move(made.hs);
     } else {
         Result<LinkGroup::Handshake> h = group->beginHandshake(options.rmbBytes, options.rmbBytes);
         if (!h)
