@@ -79,7 +79,8 @@ public:
     // channel or registrar), protocol_error (client: the server's
     // CONFIRM_LINK names link id 0), the pool's (registering its buffers on
     // the link), the channel's. Blocks for the flow token (up to flowStart)
-    // and up to timeouts.firstLink for the peer (plus addLink's waits).
+    // and for the peer up to timeouts.firstLink (client) or wait (server),
+    // plus addLink's waits.
     Result<void> start(NewLink first);
     // Server: ADD_LINK flow for one more link (ADD_LINK_CONT rkey exchange).
     // Errors: WrongRole (a client), NoSuchLink (no active link to run it on),
@@ -88,7 +89,7 @@ public:
     // link, or with a wrong remaining count), the provider's, the pool's
     // (registering its buffers on the new link), the channel's (connect,
     // send). Blocks for the flow token (up to flowStart) and each answer
-    // (up to wait/firstLink).
+    // (up to wait).
     Result<void> addLink();
     // Client: ask the server for one more link (REQ_ADD_LINK, sent in its v2
     // form with one candidate GID, 44 bytes); returns once the link is up,

@@ -49,8 +49,8 @@ using Outcome = std::variant<SmcdSetup, Fallback, SmcrSetup>;
 // PROPOSAL offers it (with SMC-Dv2 in Auto); an SMC-R ACCEPT joins the client group of the
 // server's system id whose link has the server's QPN and GID (none: DECLINE SyncErr, or
 // NoSrvLink), or on first contact joins the server's new link and, after CONFIRM, answers its
-// CONFIRM_LINK (up to the group's timeouts.firstLink; failing: DECLINE TimeoutCl after a 1 s
-// look for the server's DECLINE). Declines: NoSmcrDev (SmcR without a device), CnfErr (no
+// CONFIRM_LINK (up to the group's timeouts.firstLink, Linux's 4 s; failing: DECLINE TimeoutCl after
+// a 1 s look for the server's DECLINE). Declines: NoSmcrDev (SmcR without a device), CnfErr (no
 // IPv4 prefix), Mem (no buffer, no group), ErrRdyLnk (the link), ErrRtok (the server's rtoken).
 Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& options);
 
@@ -64,7 +64,8 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // SMC-R v1 (when negotiate() picks it: no usable SMC-D, options.mode not SmcD): under the
 // stack's server lock, a server group of the client's system id with room takes the
 // connection, else a new group and link (first contact); ACCEPT; CONFIRM; on first contact
-// CONFIRM_LINK (its timeout: DECLINE TimeoutCl) and ADD_LINK if the group allows two links.
+// CONFIRM_LINK (its answer within timeouts.wait, Linux's 2 s, else DECLINE TimeoutCl) and
+// ADD_LINK if the group allows two links.
 // Declines: NoSmcDev, DiffPrefix (negotiate's, as Linux), Mem, IntErr (no link could be made),
 // ErrRtok, ErrRdyLnk. A client's DECLINE SyncErr terminates the group it named.
 Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options);

@@ -114,7 +114,7 @@ void LlcPeer::onRequest(unsigned index, const Message& m)
                 l.self.mac, l.self.gid, l.self.qpn, c.linkId, {}, peerMaxLinks_, peerMaxConns_}};
         const Message refuse{1, false,
                              llc::DeleteLink{false, false, c.linkId, llc::DeleteReason::LostPath}};
-        answer(index, proper, refuse, t.firstLink);
+        answer(index, proper, refuse, t.wait);
         if (addFlow_.active && !addFlow_.peerServes && addFlow_.fresh == index)
             addFlow_.active = false;
         return;
@@ -230,7 +230,7 @@ void LlcPeer::onResponse(unsigned /*index*/, const Message& m)
                                                    {},
                                                    peerMaxLinks_,
                                                    peerMaxConns_}};
-            answer(f.fresh, confirm, abort, t.firstLink);
+            answer(f.fresh, confirm, abort, t.wait);
         } else {
             llc::AddLinkCont next = nextCont();
             llc::AddLinkCont lie = next;

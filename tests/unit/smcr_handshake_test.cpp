@@ -33,7 +33,7 @@ struct Fabric {
 };
 
 std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255,
-                                    std::chrono::milliseconds firstLink = 5000ms)
+                                    std::chrono::milliseconds llcWait = 0ms)
 {
     StackConfig config;
     if (f != nullptr) {
@@ -44,7 +44,8 @@ std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxC
         r.systemId = id;
         r.groups.maxConns = maxConns;
         r.groups.timeouts.testLink = 0ms;
-        r.groups.timeouts.firstLink = firstLink;
+        if (llcWait > 0ms) // short CONFIRM_LINK waits, both roles'
+            r.groups.timeouts.firstLink = r.groups.timeouts.wait = llcWait;
         config.smcr = r;
     }
     return std::move(SmcStack::create(config)).value();

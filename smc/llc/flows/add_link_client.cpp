@@ -115,7 +115,7 @@ bool LlcEngine::clientAddLink(unsigned via, const llc::AddLink& req)
     }
     // Our last ADD_LINK_CONT; then CONFIRM_LINK arrives on the new link.
     Result<Message> confirm =
-        last ? exchange(via, **last, *slot, Type::ConfirmLink, false, config_.timeouts.firstLink)
+        last ? exchange(via, **last, *slot, Type::ConfirmLink, false, config_.timeouts.wait)
              : Result<Message>(last.error());
     bool confirmed = confirm.has_value();
     if (confirmed && std::get<llc::ConfirmLink>(confirm->body).linkId != req.linkId) {

@@ -100,9 +100,8 @@ Result<void> LlcEngine::serverAddLink(bool& offered)
         !r)
         return fail(r.error());
     // CONFIRM_LINK travels on the new link itself.
-    Result<Message> confirmed =
-        exchange(newSlot, {1, false, confirmLink(local, req.linkId)}, newSlot, Type::ConfirmLink,
-                 true, config_.timeouts.firstLink);
+    Result<Message> confirmed = exchange(newSlot, {1, false, confirmLink(local, req.linkId)},
+                                         newSlot, Type::ConfirmLink, true, config_.timeouts.wait);
     if (!confirmed) {
         (void)send(*via, {1, false,
                           llc::DeleteLink{false, false, req.linkId, llc::DeleteReason::LostPath}});

@@ -91,10 +91,9 @@ Result<void> LlcEngine::confirmPrepared(FlowToken token, const std::optional<Lin
     } else if (config_.role == Role::Server) {
         if (peer)
             result = channel->connect(*peer);
-        Result<Message> reply = result
-                                    ? exchange(0, {1, false, confirmLink(local, linkId)}, 0,
-                                               Type::ConfirmLink, true, config_.timeouts.firstLink)
-                                    : Result<Message>(result.error());
+        Result<Message> reply = result ? exchange(0, {1, false, confirmLink(local, linkId)}, 0,
+                                                  Type::ConfirmLink, true, config_.timeouts.wait)
+                                       : Result<Message>(result.error());
         if (reply) {
             const auto& r = std::get<llc::ConfirmLink>(reply->body);
             adoptLimits(r.maxLinks, r.maxConns);
