@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// pingpong: round-trip latency between two processes, SMC-D and TCP side by side.
+// pingpong: round trips between two processes: SMC-D, TCP and SMC-R side by side.
+// side.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -41,28 +42,24 @@ void recvAll(Socket& s, std::span<std::byte> into)
 
 // Round trips of `bytes` for `seconds`, in µs.
 std::vector<double> pingpongCell(SmcStack& stack, const PeerProcess& peer, Transport t,
-                                 unsigned busyPoll, std::uint32_t bytes, double seconds)
+                                 std::uint32_t bytes, double seconds)
 {
-    Result<Socket> s = Socket::connect(stack, "127.0.0.1", peer.port(t), optionsFor(t, busyPoll));
-    if (!s)
-        die("connect", s.error());
-    if (s->transport() != t)
-        die("transport", std::make_error_code(std::errc::protocol_not_supported));
+    Socket s = peer.connect(stack, t);
     std::vector<std::byte> hello(5);
     hello[0] = static_cast<std::byte>(PeerCommand::Echo);
     std::memcpy(hello.data() + 1, &bytes, 4);
-    sendAll(*s, hello);
+    sendAll(s, hello);
     std::vector<std::byte> msg(bytes, std::byte{0x11}), back(bytes);
     std::vector<double> rtts;
     for (int i = 0; i < 100; ++i) { // warm-up: caches, first faults of the rings
-        sendAll(*s, msg);
-        recvAll(*s, back);
+        sendAll(s, msg);
+        recvAll(s, back);
     }
     const auto end = Clock::now() + std::chrono::duration<double>(seconds);
     while (Clock::now() < end) {
         const auto t0 = Clock::now();
-        sendAll(*s, msg);
-        recvAll(*s, back);
+        sendAll(s, msg);
+        recvAll(s, back);
         rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
     return rtts;
@@ -77,39 +74,53 @@ int main(int argc, char** argv)
     double seconds = 1.0;
     std::vector<unsigned> sizes = {64, 1024, 16384, 65536};
     std::string csv;
-    unsigned busyPoll = 20;
-    Args args("[--seconds S] [--sizes B,B,...] [--csv FILE] [--busy-poll US]\n"
+    PeerSetup setup;
+    Args args("[--seconds S] [--sizes B,B,...] [--csv FILE] [--busy-poll US] [--smcr DEVICE]\n"
+              "[--host ADDR]\n"
               "One connection per cell to a server process (this program, re-run) that echoes\n"
-              "each message; round trips for S seconds, p50 and p99 in microseconds.\n");
+              "each message; round trips for S seconds, p50 and p99 in microseconds. SMC-D and\n"
+              "TCP, and SMC-R over DEVICE if given; on ADDR (default 127.0.0.1; SMC-R needs an\n"
+              "address whose subnet the device's GID is in).\n");
     args.real("--seconds", seconds, 0, 3600)
         .wholeList("--sizes", sizes, 1, 16u << 20)
         .text("--csv", csv)
-        .whole("--busy-poll", busyPoll, 0, 1'000'000);
+        .whole("--busy-poll", setup.busyPollUs, 0, 1'000'000)
+        .text("--smcr", setup.smcrDevice)
+        .text("--host", setup.host);
     args.parse(argc, argv);
 
-    PeerProcess peer(argv[0], busyPoll);
-    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
-    if (!stack)
-        die("smc stack", stack.error());
+    PeerProcess peer(argv[0], setup);
+    std::unique_ptr<SmcStack> stack = peer.clientStack();
+    const std::vector<Transport> transports = peer.transports();
     std::ofstream out;
     if (!csv.empty()) {
         out.open(csv);
         out << "transport,msg_bytes,p50_us,p99_us\n";
     }
-    std::printf("%10s %10s %10s %10s %10s %10s\n", "msg_bytes", "smcd p50", "smcd p99", "tcp p50",
-                "tcp p99", "p50 s/t");
+    std::printf("%10s", "msg_bytes");
+    for (Transport t : transports)
+        std::printf(" %5s p50 %5s p99", columnName(t), columnName(t));
+    for (Transport t : transports)
+        if (t != Transport::Tcp)
+            std::printf(" %4s/tcp p50", columnName(t));
+    std::printf("\n");
     for (unsigned bytes : sizes) {
-        const auto smcd = pingpongCell(**stack, peer, Transport::SmcD, busyPoll, bytes, seconds);
-        const auto tcp = pingpongCell(**stack, peer, Transport::Tcp, busyPoll, bytes, seconds);
-        const double s50 = percentile(smcd, 0.5), s99 = percentile(smcd, 0.99);
-        const double t50 = percentile(tcp, 0.5), t99 = percentile(tcp, 0.99);
-        std::printf("%10u %10.1f %10.1f %10.1f %10.1f %9.2fx\n", bytes, s50, s99, t50, t99,
-                    s50 / t50);
-        std::fflush(stdout);
-        if (out) {
-            out << "smcd," << bytes << ',' << s50 << ',' << s99 << '\n';
-            out << "tcp," << bytes << ',' << t50 << ',' << t99 << '\n';
+        std::vector<double> p50, p99;
+        for (Transport t : transports) {
+            const std::vector<double> rtts = pingpongCell(*stack, peer, t, bytes, seconds);
+            p50.push_back(percentile(rtts, 0.5));
+            p99.push_back(percentile(rtts, 0.99));
         }
+        std::printf("%10u", bytes);
+        for (std::size_t i = 0; i < p50.size(); ++i)
+            std::printf(" %9.1f %9.1f", p50[i], p99[i]);
+        for (std::size_t i = 0; i + 1 < p50.size(); ++i)
+            std::printf(" %11.2fx", p50[i] / p50.back());
+        std::printf("\n");
+        std::fflush(stdout);
+        for (std::size_t i = 0; out && i < p50.size(); ++i)
+            out << columnName(transports[i]) << ',' << bytes << ',' << p50[i] << ',' << p99[i]
+                << '\n';
     }
     return 0;
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// stream: MB/s of one connection between two processes, SMC-D and TCP side by side.
+// stream: MB/s of one connection between two processes: SMC-D, TCP and SMC-R side by side.
+// by side.
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -19,16 +20,12 @@ namespace
 using Clock = std::chrono::steady_clock;
 
 // One cell: `bytes`-sized sends for `seconds`; the peer counts what arrived.
-double streamCell(SmcStack& stack, const PeerProcess& peer, Transport t, unsigned busyPoll,
-                  std::size_t bytes, double seconds)
+double streamCell(SmcStack& stack, const PeerProcess& peer, Transport t, std::size_t bytes,
+                  double seconds)
 {
-    Result<Socket> s = Socket::connect(stack, "127.0.0.1", peer.port(t), optionsFor(t, busyPoll));
-    if (!s)
-        die("connect", s.error());
-    if (s->transport() != t)
-        die("transport", std::make_error_code(std::errc::protocol_not_supported));
+    Socket s = peer.connect(stack, t);
     const std::array<std::byte, 1> command{static_cast<std::byte>(PeerCommand::Sink)};
-    if (!s->send(command))
+    if (!s.send(command))
         die("send", std::make_error_code(std::errc::io_error));
     std::vector<std::byte> msg(bytes, std::byte{0x5a});
     std::uint64_t sent = 0;
@@ -38,7 +35,7 @@ double streamCell(SmcStack& stack, const PeerProcess& peer, Transport t, unsigne
         for (int i = 0; i < 16; ++i) {
             std::span<const std::byte> left(msg);
             while (!left.empty()) {
-                Result<std::size_t> n = s->send(left);
+                Result<std::size_t> n = s.send(left);
                 if (!n)
                     die("send", n.error());
                 left = left.subspan(*n);
@@ -46,12 +43,12 @@ double streamCell(SmcStack& stack, const PeerProcess& peer, Transport t, unsigne
             sent += bytes;
         }
     }
-    if (!s->shutdown(Shutdown::Write))
+    if (!s.shutdown(Shutdown::Write))
         die("shutdown", std::make_error_code(std::errc::io_error));
     std::uint64_t total = 0;
     std::span<std::byte> into = std::as_writable_bytes(std::span(&total, 1));
     while (!into.empty()) {
-        Result<std::size_t> n = s->recv(into);
+        Result<std::size_t> n = s.recv(into);
         if (!n || *n == 0)
             die("recv count", n ? std::make_error_code(std::errc::connection_reset) : n.error());
         into = into.subspan(*n);
@@ -71,36 +68,50 @@ int main(int argc, char** argv)
     double seconds = 1.0;
     std::vector<unsigned> sizes = {64, 1024, 8192, 65536, 1 << 20};
     std::string csv;
-    unsigned busyPoll = 20;
-    Args args("[--seconds S] [--sizes B,B,...] [--csv FILE] [--busy-poll US]\n"
+    PeerSetup setup;
+    Args args("[--seconds S] [--sizes B,B,...] [--csv FILE] [--busy-poll US] [--smcr DEVICE]\n"
+              "[--host ADDR]\n"
               "One connection per cell to a server process (this program, re-run), sending\n"
-              "messages of each size for S seconds; MB/s as the server counted them.\n");
+              "messages of each size for S seconds; MB/s as the server counted them. SMC-D and\n"
+              "TCP, and SMC-R over DEVICE if given; on ADDR (default 127.0.0.1; SMC-R needs an\n"
+              "address whose subnet the device's GID is in).\n");
     args.real("--seconds", seconds, 0, 3600)
         .wholeList("--sizes", sizes, 1, 64u << 20)
         .text("--csv", csv)
-        .whole("--busy-poll", busyPoll, 0, 1'000'000);
+        .whole("--busy-poll", setup.busyPollUs, 0, 1'000'000)
+        .text("--smcr", setup.smcrDevice)
+        .text("--host", setup.host);
     args.parse(argc, argv);
 
-    PeerProcess peer(argv[0], busyPoll);
-    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
-    if (!stack)
-        die("smc stack", stack.error());
+    PeerProcess peer(argv[0], setup);
+    std::unique_ptr<SmcStack> stack = peer.clientStack();
+    const std::vector<Transport> transports = peer.transports();
     std::ofstream out;
     if (!csv.empty()) {
         out.open(csv);
         out << "transport,msg_bytes,mb_per_s\n";
     }
-    std::printf("%10s %12s %12s %10s\n", "msg_bytes", "smcd MB/s", "tcp MB/s", "smcd/tcp");
+    std::printf("%10s", "msg_bytes");
+    for (Transport t : transports)
+        std::printf(" %7s MB/s", columnName(t));
+    for (Transport t : transports)
+        if (t != Transport::Tcp)
+            std::printf(" %9s/tcp", columnName(t));
+    std::printf("\n");
     for (unsigned bytes : sizes) {
-        // Side by side in one run: the two cells of a row follow each other.
-        const double smcd = streamCell(**stack, peer, Transport::SmcD, busyPoll, bytes, seconds);
-        const double tcp = streamCell(**stack, peer, Transport::Tcp, busyPoll, bytes, seconds);
-        std::printf("%10u %12.1f %12.1f %9.2fx\n", bytes, smcd, tcp, smcd / tcp);
+        // Side by side in one run: the cells of a row follow each other.
+        std::vector<double> row;
+        for (Transport t : transports)
+            row.push_back(streamCell(*stack, peer, t, bytes, seconds));
+        std::printf("%10u", bytes);
+        for (double v : row)
+            std::printf(" %12.1f", v);
+        for (std::size_t i = 0; i + 1 < row.size(); ++i)
+            std::printf(" %12.2fx", row[i] / row.back());
+        std::printf("\n");
         std::fflush(stdout);
-        if (out) {
-            out << "smcd," << bytes << ',' << smcd << '\n';
-            out << "tcp," << bytes << ',' << tcp << '\n';
-        }
+        for (std::size_t i = 0; out && i < row.size(); ++i)
+            out << columnName(transports[i]) << ',' << bytes << ',' << row[i] << '\n';
     }
     return 0;
 }

@@ -81,48 +81,74 @@ void acceptLoop(Listener& l)
     }
 }
 
-} // namespace
-
+// SMC-D, SMC-R or TCP forced on both ends.
 SocketOptions optionsFor(Transport transport, unsigned busyPollUs)
 {
     SocketOptions o;
     o.busyPoll = std::chrono::microseconds(busyPollUs);
-    o.mode = transport == Transport::SmcD ? Mode::SmcD : Mode::Tcp;
+    o.mode = transport == Transport::SmcD   ? Mode::SmcD
+             : transport == Transport::SmcR ? Mode::SmcR
+                                            : Mode::Tcp;
     o.rmbBytes = 1 << 20; // as the kernel's loopback-ism numbers were taken (notes §6)
     return o;
 }
 
-bool servePeerIfAsked(int argc, char** argv)
+std::unique_ptr<SmcStack> makeStack(const std::string& smcrDevice)
 {
-    if (argc < 3 || std::string_view(argv[1]) != "--serve")
-        return false;
-    const auto busyPoll = static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10));
-    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create();
+    StackConfig config;
+    if (!smcrDevice.empty()) {
+        config.smcr = SmcrConfig{};
+        config.smcr->device = smcrDevice;
+    }
+    Result<std::unique_ptr<SmcStack>> stack = SmcStack::create(config);
     if (!stack)
         die("smc stack", stack.error());
-    Result<Listener> smc =
-        Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::SmcD, busyPoll));
-    Result<Listener> tcp =
-        Listener::listen(**stack, "127.0.0.1", 0, optionsFor(Transport::Tcp, busyPoll));
-    if (!smc || !tcp)
-        die("listen", smc ? tcp.error() : smc.error());
-    std::printf("%u %u\n", smc->port(), tcp->port());
+    return std::move(*stack);
+}
+
+} // namespace
+
+const char* columnName(Transport transport)
+{
+    return transport == Transport::SmcD ? "smcd" : transport == Transport::SmcR ? "smcr" : "tcp";
+}
+
+bool servePeerIfAsked(int argc, char** argv)
+{
+    if (argc < 4 || std::string_view(argv[1]) != "--serve")
+        return false;
+    const auto busyPoll = static_cast<unsigned>(std::strtoul(argv[2], nullptr, 10));
+    const std::string host = argv[3], device = argc > 4 ? argv[4] : "";
+    std::unique_ptr<SmcStack> stack = makeStack(device);
+    std::vector<Listener> listeners;
+    std::vector<Transport> kinds = {Transport::SmcD, Transport::Tcp};
+    if (!device.empty())
+        kinds.push_back(Transport::SmcR);
+    for (Transport t : kinds) {
+        Result<Listener> l = Listener::listen(*stack, host, 0, optionsFor(t, busyPoll));
+        if (!l)
+            die("listen", l.error());
+        listeners.push_back(std::move(*l));
+    }
+    std::printf("%u %u %u\n", listeners[0].port(), listeners[1].port(),
+                listeners.size() > 2 ? listeners[2].port() : 0u);
     std::fflush(stdout);
-    std::thread a([&] { acceptLoop(*smc); });
-    std::thread b([&] { acceptLoop(*tcp); });
+    std::vector<std::thread> loops;
+    for (Listener& l : listeners)
+        loops.emplace_back([&l] { acceptLoop(l); });
     char c;
     while (::read(STDIN_FILENO, &c, 1) > 0) {
     }
-    smc->close();
-    tcp->close();
-    a.join();
-    b.join();
+    for (Listener& l : listeners)
+        l.close();
+    for (std::thread& t : loops)
+        t.join();
     std::_Exit(0); // connection threads may still run: no destructors under them
 }
 
-PeerProcess::PeerProcess(const char* self, unsigned busyPollUs)
+PeerProcess::PeerProcess(const char* self, PeerSetup setup) : setup_(std::move(setup))
 {
-    const std::string busyPoll = std::to_string(busyPollUs);
+    const std::string busyPoll = std::to_string(setup_.busyPollUs);
     int in[2], out[2];
     if (::pipe(in) != 0 || ::pipe(out) != 0)
         die("pipe", {errno, std::generic_category()});
@@ -134,7 +160,9 @@ PeerProcess::PeerProcess(const char* self, unsigned busyPollUs)
         ::dup2(out[1], STDOUT_FILENO);
         ::close(in[1]);
         ::close(out[0]);
-        ::execl(self, self, "--serve", busyPoll.c_str(), static_cast<char*>(nullptr));
+        const char* device = setup_.smcrDevice.empty() ? nullptr : setup_.smcrDevice.c_str();
+        ::execl(self, self, "--serve", busyPoll.c_str(), setup_.host.c_str(), device,
+                static_cast<char*>(nullptr));
         std::_Exit(127);
     }
     ::close(in[0]);
@@ -149,11 +177,12 @@ PeerProcess::PeerProcess(const char* self, unsigned busyPollUs)
         ++have;
     }
     ::close(out[0]);
-    unsigned smc = 0, tcp = 0;
-    if (std::sscanf(line, "%u %u", &smc, &tcp) != 2)
+    unsigned smcd = 0, tcp = 0, smcr = 0;
+    if (std::sscanf(line, "%u %u %u", &smcd, &tcp, &smcr) != 3)
         die("peer process", std::make_error_code(std::errc::protocol_error));
-    smcPort_ = static_cast<std::uint16_t>(smc);
+    smcdPort_ = static_cast<std::uint16_t>(smcd);
     tcpPort_ = static_cast<std::uint16_t>(tcp);
+    smcrPort_ = static_cast<std::uint16_t>(smcr);
 }
 
 PeerProcess::~PeerProcess()
@@ -161,6 +190,32 @@ PeerProcess::~PeerProcess()
     ::close(toChild_);
     int status = 0;
     ::waitpid(pid_, &status, 0);
+}
+
+std::vector<Transport> PeerProcess::transports() const
+{
+    if (setup_.smcrDevice.empty())
+        return {Transport::SmcD, Transport::Tcp};
+    return {Transport::SmcD, Transport::SmcR, Transport::Tcp};
+}
+
+std::unique_ptr<SmcStack> PeerProcess::clientStack() const
+{
+    return makeStack(setup_.smcrDevice);
+}
+
+Socket PeerProcess::connect(SmcStack& stack, Transport transport) const
+{
+    const std::uint16_t port = transport == Transport::SmcD   ? smcdPort_
+                               : transport == Transport::SmcR ? smcrPort_
+                                                              : tcpPort_;
+    Result<Socket> s =
+        Socket::connect(stack, setup_.host, port, optionsFor(transport, setup_.busyPollUs));
+    if (!s)
+        die("connect", s.error());
+    if (s->transport() != transport) // the bench measures what it names, or nothing
+        die("transport", std::make_error_code(std::errc::protocol_not_supported));
+    return std::move(*s);
 }
 
 } // namespace smc::bench

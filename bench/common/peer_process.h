@@ -5,7 +5,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "smc/socket/socket.h"
 
@@ -18,9 +20,16 @@ enum class PeerCommand : char {
     Echo = 'E', // then a 4-byte message size: echo every message of that size until EOF
 };
 
-// The serving side: if argv says "--serve BUSY_POLL_US", listen on 127.0.0.1 (one SMC listener, one
-// plain TCP listener), print both ports on stdout, serve until stdin closes, and return true
-// (main then exits). Else false.
+// How both processes of a run are set up.
+struct PeerSetup {
+    unsigned busyPollUs = 20; // SocketOptions::busyPoll of the SMC-D connections
+    std::string host = "127.0.0.1";
+    std::string smcrDevice; // an ibverbs device: SMC-R cells too ("" = none)
+};
+
+// The serving side: if argv says "--serve BUSY_POLL_US HOST [DEVICE]", listen on HOST (an
+// SMC-D, a plain TCP and, with DEVICE, an SMC-R listener), print the ports on stdout, serve
+// until stdin closes, and return true (main then exits). Else false.
 bool servePeerIfAsked(int argc, char** argv);
 
 // Runs this program again with --serve and learns its ports. The child ends when this
@@ -28,25 +37,26 @@ bool servePeerIfAsked(int argc, char** argv);
 class PeerProcess
 {
 public:
-    // `busyPollUs`: SocketOptions::busyPoll of the server's SMC-D connections.
-    PeerProcess(const char* self, unsigned busyPollUs);
+    PeerProcess(const char* self, PeerSetup setup);
     ~PeerProcess();
     PeerProcess(const PeerProcess&) = delete;
     PeerProcess& operator=(const PeerProcess&) = delete;
 
-    std::uint16_t port(Transport transport) const
-    {
-        return transport == Transport::SmcD ? smcPort_ : tcpPort_;
-    }
+    // The transports of a row, in column order: smcd, smcr (with a device), tcp.
+    std::vector<Transport> transports() const;
+    // The client's stack (with the SMC-R device when set up).
+    std::unique_ptr<SmcStack> clientStack() const;
+    // A connection to the peer over `transport`; dies unless that transport was chosen.
+    Socket connect(SmcStack& stack, Transport transport) const;
 
 private:
+    PeerSetup setup_;
     pid_t pid_ = -1;
     int toChild_ = -1;
-    std::uint16_t smcPort_ = 0;
-    std::uint16_t tcpPort_ = 0;
+    std::uint16_t smcdPort_ = 0, smcrPort_ = 0, tcpPort_ = 0;
 };
 
-// Options a benchmark socket uses for `transport`: SMC-D, or TCP forced on both ends.
-SocketOptions optionsFor(Transport transport, unsigned busyPollUs);
+// The column name of `transport` in tables and CSV: smcd, smcr, tcp.
+const char* columnName(Transport transport);
 
 } // namespace smc::bench
