@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // smc-lgr-demo: a server and a client side in one process open N connections, kill a link,
-// and print link groups, links and buffer statistics like `smcr linkgroup` / `smcr stats`.
+// and print link groups, links and buffer statistics like `smcr linkgroup` / `smcr stats`;
+// or (--sockets) SMC connections between two stacks, shown like `smcss`.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "smc/ism/loopback_ism.h"
 #include "smc/testing/inproc_fabric.h"
 #include "smc/testing/local_pair.h"
+#include "smc/tools/demo_sockets.h"
 #include "smc/transport/rc_channel.h"
 
 namespace
@@ -30,6 +32,8 @@ struct Options {
     bool json = false;
     bool kill = true;
     unsigned serverDevices = 2, clientDevices = 2; // inproc only
+    bool sockets = false;
+    std::string host = "127.0.0.1"; // --sockets
 };
 
 // Connections get 16 KiB to 128 KiB buffers, so the statistics show classes.
@@ -337,6 +341,10 @@ int main(int argc, char** argv)
             o.json = true;
         else if (a == "--no-kill")
             o.kill = false;
+        else if (a == "--sockets")
+            o.sockets = true;
+        else if (a == "--host" && i + 1 < argc)
+            o.host = argv[++i];
         else if (a == "--devices" && i + 1 < argc &&
                  std::sscanf(argv[++i], "%u,%u", &o.serverDevices, &o.clientDevices) == 2 &&
                  o.serverDevices >= 1 && o.clientDevices >= 1 && o.serverDevices <= 8 &&
@@ -346,12 +354,14 @@ int main(int argc, char** argv)
             std::fprintf(
                 stderr,
                 "usage: %s [--device loopback-ism|inproc|RDMA-DEVICE] [--conns N] "
-                "[--json] [--no-kill] [--devices S,C]\n"
+                "[--json] [--no-kill] [--devices S,C] [--sockets [--host ADDR]]\n"
                 "  loopback-ism  SMC-D: DMBs on the software ISM device (default)\n"
                 "  inproc        SMC-R link groups over in-process links\n"
                 "  rxe0, mlx5_0  SMC-R link groups over RC queue pairs on that device\n"
                 "  --devices S,C inproc: RoCE devices of the server and the client (2,2);\n"
-                "                one of them with 1 gives asymmetric links, both 1 none\n",
+                "                one of them with 1 gives asymmetric links, both 1 none\n"
+                "  --sockets     instead: N SMC sockets between two stacks of this process\n"
+                "                (CLC over TCP on ADDR, default 127.0.0.1), shown smcss-style\n",
                 argv[0]);
             return 2;
         }
@@ -360,5 +370,7 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "smc-lgr-demo: at most 1000 connections\n");
         return 2;
     }
+    if (o.sockets)
+        return demo::runSockets({o.device, o.host, o.conns, o.json});
     return o.device == "loopback-ism" ? runSmcd(o) : runSmcr(o);
 }
