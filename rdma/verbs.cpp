@@ -2,9 +2,15 @@
 // libibverbs RAII wrappers and error normalisation.
 #include "rdma/verbs.h"
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "pool/errors.h"
 
@@ -165,6 +171,29 @@ Result<std::vector<int>> Context::roceV2Ipv4Gids(std::uint8_t portNum) const
     }
     std::sort(out.begin(), out.end());
     return out;
+}
+
+Result<Mac> Context::gidMac(std::uint8_t portNum, int index) const
+{
+    ibv_gid_entry entry{};
+    if (int rc = ibv_query_gid_ex(get(), portNum, static_cast<std::uint32_t>(index), &entry, 0);
+        rc != 0)
+        return returnedError(rc);
+    ifreq request{};
+    if (entry.ndev_ifindex == 0 ||
+        ::if_indextoname(entry.ndev_ifindex, request.ifr_name) == nullptr)
+        return std::make_error_code(std::errc::no_such_device);
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return errnoError();
+    const int rc = ::ioctl(fd, SIOCGIFHWADDR, &request);
+    const int saved = errno;
+    ::close(fd);
+    if (rc != 0)
+        return std::error_code(saved, std::generic_category());
+    Mac mac;
+    std::memcpy(mac.data(), request.ifr_hwaddr.sa_data, mac.size());
+    return mac;
 }
 
 Result<ProtectionDomain> ProtectionDomain::create(const Context& context)

@@ -38,6 +38,7 @@ Result<std::vector<std::string>> listDevices();
 // owner drops them in.
 
 using Gid = std::array<std::uint8_t, 16>;
+using Mac = std::array<std::uint8_t, 6>;
 
 struct PortInfo {
     ibv_port_state state = IBV_PORT_NOP;
@@ -88,6 +89,9 @@ public:
     Result<int> findRoceV2Ipv4Gid(std::uint8_t portNum) const;
     // Every RoCE v2 IPv4-mapped GID's index (one per IPv4 address of the netdev).
     Result<std::vector<int>> roceV2Ipv4Gids(std::uint8_t portNum) const;
+    // The MAC of the netdev behind a RoCE GID (what SMC-R v1's CLC carries). Errors: the
+    // device's for the GID, no_such_device (a GID without a netdev), the netdev's ioctl.
+    Result<Mac> gidMac(std::uint8_t portNum, int index) const;
 
 private:
     std::string name_;

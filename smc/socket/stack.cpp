@@ -2,6 +2,7 @@
 // SmcStack: the process's loopback-ism device, SMC-D pool, statistics and connection list.
 #include "smc/socket/stack.h"
 
+#include <algorithm>
 #include <random>
 
 #include "smc/ism/ism_registrar.h"
@@ -38,6 +39,21 @@ SystemId makeSystemId()
         b = static_cast<std::uint8_t>(rd());
     return id;
 }
+
+// The index of `gid` in the port's RoCE v2 IPv4 GIDs; a zero GID: the first of them.
+// Errors: the device's, address_not_available (none, or not this one).
+Result<int> gidIndex(const rdma::Context& ctx, std::uint8_t port, const Gid& gid)
+{
+    Result<std::vector<int>> all = ctx.roceV2Ipv4Gids(port);
+    if (!all)
+        return all.error();
+    for (int index : *all) {
+        Result<rdma::Gid> g = ctx.gid(port, index);
+        if (gid == Gid{} || (g && std::equal(g->begin(), g->end(), gid.begin())))
+            return index;
+    }
+    return std::make_error_code(std::errc::address_not_available);
+}
 } // namespace
 
 // The SMC-R device: a provider (ours or injected), what CLC says of it, the groups.
@@ -54,13 +70,20 @@ Result<void> SmcStack::openSmcr(const SmcrConfig& c)
         Result<rdma::Context> ctx = rdma::Context::open(c.device);
         if (!ctx)
             return ctx.error();
-        if (smcr->gid == Gid{}) {
-            Result<int> index = ctx->findRoceV2Ipv4Gid(c.link.port);
-            Result<rdma::Gid> gid =
-                index ? ctx->gid(c.link.port, *index) : Result<rdma::Gid>(index.error());
-            if (!gid)
-                return gid.error();
+        if (smcr->gid == Gid{} || smcr->mac == Mac{}) {
+            Result<int> index = gidIndex(*ctx, c.link.port, smcr->gid);
+            if (!index)
+                return index.error();
+            Result<rdma::Gid> gid = ctx->gid(c.link.port, *index);
+            // A v1 peer matches groups by our MAC too (and Linux takes the QP's dmac from
+            // it): the GID's netdev's, not zeros.
+            Result<rdma::Mac> mac =
+                gid ? ctx->gidMac(c.link.port, *index) : Result<rdma::Mac>(gid.error());
+            if (!mac)
+                return mac.error();
             std::copy(gid->begin(), gid->end(), smcr->gid.begin());
+            if (smcr->mac == Mac{})
+                std::copy(mac->begin(), mac->end(), smcr->mac.begin());
         }
         ownProvider_ = std::make_unique<RdmaLinkProvider>(std::move(*ctx), c.link, executor_);
         smcr->provider = ownProvider_.get();

@@ -68,7 +68,7 @@ struct SmcrConfig {
     // Injected instead (tests: InprocFabric); not owned, must outlive the stack.
     LinkProvider* provider = nullptr;
     // Our RoCE GID and MAC as the PROPOSAL announces them; a zero GID: the device's RoCE v2
-    // IPv4-mapped one (`device` only).
+    // IPv4-mapped one (`device` only). A zero MAC with `device`: that GID's netdev's.
     Gid gid{};
     Mac mac{};
     // Unset: 8 random bytes per stack (not Linux's MAC-based id: processes share a MAC).
@@ -128,8 +128,10 @@ class SmcStack
 public:
     // Opens the cross-process loopback-ism device and the SMC-D buffer pool, and the SMC-R
     // device if configured. Errors: invalid_argument (a bad UEID, an SMC-R config with
-    // neither device nor provider, or a zero GID with a provider), the device's (its Unix
-    // socket, the ibverbs device), the pool's. Does not block.
+    // neither device nor provider, or a zero GID with a provider), address_not_available (a
+    // device without a RoCE v2 IPv4 GID, or without the GID given), no_such_device (its GID
+    // has no netdev for the MAC), the device's (its Unix socket, the ibverbs device), the
+    // pool's. Does not block.
     static Result<std::unique_ptr<SmcStack>> create(StackConfig config = {});
     // Every Socket and Listener made with the stack must be gone first.
     ~SmcStack();

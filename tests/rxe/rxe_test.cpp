@@ -4,8 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -255,6 +258,32 @@ TEST_F(Rxe, ErrorStateReportsLinkDownExactlyOnce)
     std::this_thread::sleep_for(300ms);
     EXPECT_EQ(links.downA.load(), 1);
     EXPECT_EQ(links.a->queuePair().state().value(), IBV_QPS_ERR);
+}
+
+// What CLC v1 announces: the MAC of the GID's netdev, read here through sysfs instead.
+TEST(RxeGid, EveryRoceV2GidHasItsNetdevsMac)
+{
+    Context context = std::move(Context::open(test::rdmaDeviceName())).value();
+    Result<std::vector<int>> gids = context.roceV2Ipv4Gids(1);
+    ASSERT_TRUE(gids && !gids->empty());
+    for (int index : *gids) {
+        const std::string attrs = "/sys/class/infiniband/" + context.name() + "/ports/1/gid_attrs/";
+        std::ifstream ndevFile(attrs + "ndevs/" + std::to_string(index));
+        std::string ndev;
+        ASSERT_TRUE(std::getline(ndevFile, ndev)) << "GID " << index;
+        std::ifstream addressFile("/sys/class/net/" + ndev + "/address");
+        std::string address;
+        ASSERT_TRUE(std::getline(addressFile, address)) << ndev;
+        Result<Mac> mac = context.gidMac(1, index);
+        ASSERT_TRUE(mac) << mac.error().message();
+        char text[18];
+        std::snprintf(text, sizeof text, "%02x:%02x:%02x:%02x:%02x:%02x", (*mac)[0], (*mac)[1],
+                      (*mac)[2], (*mac)[3], (*mac)[4], (*mac)[5]);
+        EXPECT_EQ(text, address) << "GID " << index << " on " << ndev;
+        EXPECT_NE(*mac, Mac{});
+    }
+    // An index past the table is the device's error, not a zero MAC.
+    EXPECT_FALSE(context.gidMac(1, 100000));
 }
 
 TEST_F(Rxe, BulkRegistrationOnANewLinkWhileTwoThreadsAcquireRelease)
