@@ -2,12 +2,6 @@
 // CLC over TCP for SMC-Dv2 on cross-process loopback-ism: PROPOSAL, ACCEPT, CONFIRM, DECLINE.
 #include "smc/socket/handshake.h"
 
-// GCC 12 with -fsanitize=address at -O2 sees the inactive alternatives of a moved Outcome
-// variant as "maybe uninitialized" (a false positive; clang and plain GCC builds are clean).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <unistd.h>
 
 #include "pool/size_class.h"

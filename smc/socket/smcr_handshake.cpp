@@ -3,12 +3,6 @@
 // CONFIRM_LINK on first contact; every failure a DECLINE with Linux's reason.
 #include "smc/socket/internal/smcr_handshake.h"
 
-// GCC 12 with -fsanitize=address at -O2 sees the inactive alternatives of a moved Outcome
-// variant as "maybe uninitialized" (a false positive; clang and plain GCC builds are clean).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
