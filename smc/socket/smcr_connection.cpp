@@ -66,35 +66,39 @@ SmcrConnection::~SmcrConnection()
 
 SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 {
-    const cdc::CdcMessage m = stream_.nextCdc(pending);
-    if (unconfirmed_.empty() ? produced_ > provenConsumed_
-                             : unconfirmed_.back().producer < produced_) {
-        // Bounded: at the cap the newest entry stretches to cover this CDC too. Its older
-        // sequence number stays a lower bound of what the peer processed, so the worst a
-        // stretched entry does is name an older CDC in a validation, never a newer one.
+    const cdc::CdcMessage m = stream_.nextCdc(pending); // m.seq is built_ + 1, wrapped
+    ++built_;
+    // A CDC that announces what the one before did shares its entry: the older number stays
+    // a lower bound. Bounded: at the cap the newest entry stretches to cover this CDC too,
+    // with the same effect, so the worst it does is name an older CDC in a validation.
+    if (unconfirmed_.empty() || unconfirmed_.back().producer != produced_ ||
+        unconfirmed_.back().consumer != bytesReceived_) {
         if (unconfirmed_.size() == kMaxUnconfirmed)
-            unconfirmed_.back().producer = produced_;
+            unconfirmed_.back() = {unconfirmed_.back().number, produced_, bytesReceived_};
         else
-            unconfirmed_.push_back({m.seq, produced_});
+            unconfirmed_.push_back({built_, produced_, bytesReceived_});
     }
     return cdc::encodeSmcr(m);
 }
 
-// Which CDC the peer has surely processed: it consumed C bytes, so it saw a producer of at
-// least C, and only CDCs with such a producer announced one: the oldest of them, or a newer
-// one, was processed. Its sequence number is a lower bound of the peer's newest, which is
-// what the validation check needs (Linux uses the last CDC whose send completed; an
-// in-process link may lose a sent message when it breaks, so "sent" proves nothing).
-void SmcrConnection::noteConsumed()
+// Which CDC the peer has surely processed, from its cursors: it consumed P of our bytes, so
+// it saw a CDC announcing a producer >= P; it wrote C bytes into our ring, and only into
+// space we announced, so it saw one announcing a consumer >= C - ring. The first CDC that
+// announced both is a lower bound of the peer's newest: what a validation may name. (Not
+// Linux's last completed send: a completed CDC may still wait in the old link's deliveries
+// when the validation comes on the new one, and an in-process link drops them.)
+void SmcrConnection::noteProcessed()
 {
-    const std::uint64_t consumed = produced_ - (peerRingSize_ - stream_.sendSpace());
-    if (consumed <= provenConsumed_)
-        return;
-    provenConsumed_ = consumed;
-    while (!unconfirmed_.empty() && unconfirmed_.front().producer < consumed)
+    const std::uint64_t peerConsumed = produced_ - (peerRingSize_ - stream_.sendSpace());
+    const std::uint64_t peerProduced = bytesReceived_ + stream_.readable();
+    if (peerConsumed == 0 && peerProduced <= ringSize())
+        return; // no CDC of ours was needed for that
+    // The newest entry always announced both (CdcStream holds the peer to them).
+    while (!unconfirmed_.empty() && (unconfirmed_.front().producer < peerConsumed ||
+                                     unconfirmed_.front().consumer + ringSize() < peerProduced))
         unconfirmed_.pop_front();
     if (!unconfirmed_.empty())
-        confirmedSeq_ = unconfirmed_.front().seq;
+        confirmed_ = unconfirmed_.front().number;
 }
 
 void SmcrConnection::transmit(const Wire& wire)
@@ -196,7 +200,7 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
             } else {
                 lastSeq_ = m->seq;
                 blockedSent_ = false;
-                noteConsumed();
+                noteProcessed();
                 if (!(stream_.peerConnFlags() == before))
                     (void)close_.peerFlags(stream_.peerConnFlags()); // sends nothing
                 if (stream_.wantConsumerUpdate())
@@ -225,8 +229,15 @@ void SmcrConnection::onMoved()
         // producer cursor moves only then; a write the old link failed is redone by send()
         // (it still holds the bytes). What may be lost is CDCs: the validation says which
         // one the peer must have seen, the full CDC after it carries the current cursors.
+        // The peer judges the validation within half the sequence space behind its newest.
+        // Once ours is more than that ahead of what its cursors prove (tiny sends it has
+        // not read, CDCs that repeat one another), the oldest it can still accept: that is
+        // wrong only if more than 32767 of our CDCs had not reached it, far more than a
+        // link holds in flight.
+        constexpr std::uint64_t kHalf = 32767;
         cdc::CdcMessage v;
-        v.seq = confirmedSeq_;
+        v.seq =
+            static_cast<std::uint16_t>(built_ - confirmed_ > kHalf ? built_ - kHalf : confirmed_);
         v.token = peerToken_;
         v.producerFlags.failoverValidation = true;
         validation = cdc::encodeSmcr(v);

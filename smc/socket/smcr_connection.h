@@ -36,10 +36,11 @@ struct SmcrStats {
 // so a peer that breaks the rules gets an abort, never a read outside our ring.
 //
 // Failover (§2.7): when the group moves the connection to another link, we send the
-// validation CDC (sequence number: the newest CDC the peer has provably processed) and a
-// full CDC with the current cursors on the new link; a write the old link did not finish is
-// done again by send(). The peer's validation is checked against the newest CDC we
-// processed: it claims one we never saw -> out of sync -> abort.
+// validation CDC (sequence number: the newest CDC the peer's cursors prove it processed, at
+// most 32767 behind our newest) and a full CDC with the current cursors on the new link; a
+// write the old link did not finish is done again by send(). The peer's validation is
+// checked against the newest CDC we processed: it claims one we never saw -> out of sync ->
+// abort.
 //
 // Threads: one sender and one receiver may run at once, plus the group's threads that
 // deliver CDCs and failover moves. The connection must be destroyed before its group.
@@ -115,8 +116,8 @@ private:
     std::optional<Wire> act(const cdc::CloseAction& action) SMC_REQUIRES(mutex_);
     // Abort: the close machine and (unless the peer cannot hear us) a CDC with the flag.
     std::optional<Wire> abort(bool tellPeer = true) SMC_REQUIRES(mutex_);
-    // After a peer CDC: which of our CDCs the peer has surely processed (its consumer cursor).
-    void noteConsumed() SMC_REQUIRES(mutex_);
+    // After a peer CDC: which of our CDCs the peer has surely processed (its cursors).
+    void noteProcessed() SMC_REQUIRES(mutex_);
     // A CDC to the peer, again on the new link if failover moved us meanwhile; a lost link
     // is the moved handler's to make up for (it sends the current cursors); any other
     // failure aborts the connection.
@@ -149,16 +150,19 @@ private:
     std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
     // Receive side: the newest sequence number processed (Linux's rx seqno).
     std::uint16_t lastSeq_ SMC_GUARDED_BY(mutex_) = 0;
-    // Send side: bytes ever produced; CDCs that carried a new producer, not yet known to be
-    // processed (seq, producer in bytes ever produced); the newest CDC known processed.
+    // Send side: bytes ever produced; CDCs built (the sequence number without its wrap);
+    // from the newest CDC known processed on, each CDC that changed what we announced
+    // (number, producer and consumer in bytes ever produced / consumed); the newest CDC known
+    // processed.
     std::uint64_t produced_ SMC_GUARDED_BY(mutex_) = 0;
+    std::uint64_t built_ SMC_GUARDED_BY(mutex_) = 0;
     struct Sent {
-        std::uint16_t seq;
+        std::uint64_t number;
         std::uint64_t producer;
+        std::uint64_t consumer;
     };
     std::deque<Sent> unconfirmed_ SMC_GUARDED_BY(mutex_);
-    std::uint16_t confirmedSeq_ SMC_GUARDED_BY(mutex_) = 0;
-    std::uint64_t provenConsumed_ SMC_GUARDED_BY(mutex_) = 0;
+    std::uint64_t confirmed_ SMC_GUARDED_BY(mutex_) = 0;
     UniqueFd events_ SMC_GUARDED_BY(mutex_);
     std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
