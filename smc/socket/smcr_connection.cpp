@@ -195,11 +195,16 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
             ++stats_.cdcStale; // a duplicate or a late one from a failed link (§2.5)
         } else {
             const cdc::ConnFlags before = stream_.peerConnFlags();
+            const std::size_t spaceBefore = stream_.sendSpace();
             if (!stream_.onPeerCdc(*m)) {
                 out = abort(); // a cursor out of range or backwards: the peer broke the rules
             } else {
                 lastSeq_ = m->seq;
-                blockedSent_ = false;
+                // Say write_blocked again only once the peer freed space: a CDC that freed
+                // none (its own write_blocked, say) answered nothing, and two blocked ends
+                // would bounce the flag forever.
+                if (stream_.sendSpace() != spaceBefore)
+                    blockedSent_ = false;
                 noteProcessed();
                 if (!(stream_.peerConnFlags() == before))
                     (void)close_.peerFlags(stream_.peerConnFlags()); // sends nothing
@@ -264,7 +269,7 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
         std::size_t space = 0;
         cdc::Cursor at;
         std::uint64_t moves = 0;
-        std::optional<Wire> blocked;
+        bool sayBlocked = false;
         {
             MutexLocker lock(mutex_);
             for (;;) {
@@ -282,8 +287,7 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
                 if (space > 0)
                     break;
                 if (!blockedSent_) { // write_blocked: the peer answers with its cursor
-                    blockedSent_ = true;
-                    blocked = build(data.size());
+                    blockedSent_ = sayBlocked = true;
                     break;
                 }
                 if (nonBlocking)
@@ -293,9 +297,17 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
                 wait(lock, deadline);
             }
         }
-        if (blocked) {
+        if (sayBlocked) {
+            // Built under txMutex_, so it leaves in sequence order with the others.
             MutexLocker tx(txMutex_);
-            transmit(*blocked);
+            Wire blocked;
+            {
+                MutexLocker lock(mutex_);
+                if (closed_ || aborted_)
+                    continue; // the loop says which
+                blocked = build(data.size());
+            }
+            transmit(blocked);
             continue;
         }
         // At most two RDMA WRITEs, split at the end of the peer's ring, each staged in our

@@ -142,10 +142,11 @@ private:
     ConditionVariable changed_;
     cdc::CdcStream stream_ SMC_GUARDED_BY(mutex_);
     cdc::CloseMachine close_ SMC_GUARDED_BY(mutex_);
-    bool closed_ SMC_GUARDED_BY(mutex_) = false;      // close() ran
-    bool aborted_ SMC_GUARDED_BY(mutex_) = false;     // protocol violation, peer died, group ended
-    bool ended_ SMC_GUARDED_BY(mutex_) = false;       // the group ended the connection
-    bool blockedSent_ SMC_GUARDED_BY(mutex_) = false; // write_blocked told since the last CDC in
+    bool closed_ SMC_GUARDED_BY(mutex_) = false;  // close() ran
+    bool aborted_ SMC_GUARDED_BY(mutex_) = false; // protocol violation, peer died, group ended
+    bool ended_ SMC_GUARDED_BY(mutex_) = false;   // the group ended the connection
+    // write_blocked told since the peer last freed space in its ring
+    bool blockedSent_ SMC_GUARDED_BY(mutex_) = false;
     std::uint64_t moves_ SMC_GUARDED_BY(mutex_) = 0;
     std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
     // Receive side: the newest sequence number processed (Linux's rx seqno).

@@ -457,6 +457,40 @@ TEST(SmcrConnection, NonBlockingCallsSayTryAgain)
     expectPoolsEmpty(p);
 }
 
+// Both ends full and neither reads: each tells the other it is write-blocked once, and
+// that is all; a CDC that frees no space is no reason to say it again.
+TEST(SmcrConnection, TwoBlockedSendersDoNotBounceWriteBlockedCdcs)
+{
+    Pair p(1);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    Conns c = open(p, 16384, 16384);
+    ASSERT_TRUE(c.server && c.client);
+    auto fill = [](SmcrConnection& conn) {
+        std::array<std::byte, 4096> b{};
+        std::uint64_t sent = 0;
+        for (;;) { // blocks once the peer's ring is full, until the deadline
+            Result<std::size_t> n = conn.send(b, soon(1s), false);
+            if (!n) {
+                EXPECT_EQ(n.error(), std::errc::timed_out);
+                return sent;
+            }
+            sent += *n;
+        }
+    };
+    std::uint64_t fromServer = 0;
+    std::thread t([&] { fromServer = fill(*c.server); });
+    const std::uint64_t fromClient = fill(*c.client);
+    t.join();
+    EXPECT_EQ(fromClient, c.sc->rmb.size());
+    EXPECT_EQ(fromServer, c.cc->rmb.size());
+    // One CDC per send, and one write_blocked each (a few more if the two raced); a bounce
+    // makes thousands in that second.
+    const std::uint64_t writes = fromClient / 4096 + fromServer / 4096;
+    EXPECT_LE(c.client->stats().cdcOut + c.server->stats().cdcOut, writes + 6);
+    closeBoth(c);
+    expectPoolsEmpty(p);
+}
+
 TEST(SmcrConnection, ALinkBrokenMidStreamLosesNoByte)
 {
     Pair p(2);
