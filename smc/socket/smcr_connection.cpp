@@ -327,6 +327,7 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
             }
             // The link went: wait for failover to move us (or the group to end), then write
             // the same bytes again at the same place; the peer has not been told of them.
+            lostLinkAt_ = moves;
             if (nonBlocking && moves_ == moves)
                 return std::make_error_code(std::errc::resource_unavailable_try_again);
             if (moves_ == moves)
@@ -527,8 +528,10 @@ bool SmcrConnection::readable() const
 bool SmcrConnection::writable() const
 {
     MutexLocker lock(mutex_);
-    return closed_ || aborted_ || stream_.sentConnFlags().any() || stream_.sendSpace() > 0 ||
-           stream_.peerConnFlags().any();
+    if (closed_ || aborted_ || stream_.sentConnFlags().any() || stream_.peerConnFlags().any())
+        return true;
+    // A write the lost link failed waits for failover (onMoved wakes the poller then).
+    return stream_.sendSpace() > 0 && !(lostLinkAt_ && *lostLinkAt_ == moves_);
 }
 
 int SmcrConnection::enableEvents() noexcept

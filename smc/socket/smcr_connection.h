@@ -148,6 +148,8 @@ private:
     // write_blocked told since the peer last freed space in its ring
     bool blockedSent_ SMC_GUARDED_BY(mutex_) = false;
     std::uint64_t moves_ SMC_GUARDED_BY(mutex_) = 0;
+    // moves_ when a write failed on a lost link: not writable until failover moves us.
+    std::optional<std::uint64_t> lostLinkAt_ SMC_GUARDED_BY(mutex_);
     std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
     // Receive side: the newest sequence number processed (Linux's rx seqno).
     std::uint16_t lastSeq_ SMC_GUARDED_BY(mutex_) = 0;

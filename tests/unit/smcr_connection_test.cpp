@@ -4,6 +4,7 @@
 #include "smc/socket/smcr_connection.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -487,6 +488,34 @@ TEST(SmcrConnection, TwoBlockedSendersDoNotBounceWriteBlockedCdcs)
     // makes thousands in that second.
     const std::uint64_t writes = fromClient / 4096 + fromServer / 4096;
     EXPECT_LE(c.client->stats().cdcOut + c.server->stats().cdcOut, writes + 6);
+    closeBoth(c);
+    expectPoolsEmpty(p);
+}
+
+// A write the lost link failed: not writable until failover moves the connection, so an
+// epoll loop waits for the event instead of spinning on EAGAIN.
+TEST(SmcrConnection, NotWritableWhileALostLinkWaitsForFailover)
+{
+    Pair p(2);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
+    Conns c = open(p);
+    ASSERT_TRUE(c.server && c.client);
+    std::optional<LinkGroup::Handshake> hold; // the client's flow token: failover waits for it
+    {
+        Result<LinkGroup::Handshake> h = p.client.group->beginHandshake(16384, 16384);
+        ASSERT_TRUE(h) << h.error().message();
+        hold = std::move(*h);
+    }
+    ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
+    std::array<std::byte, 1000> b{};
+    Result<std::size_t> r = c.client->send(b, soon(), true);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::resource_unavailable_try_again);
+    EXPECT_FALSE(c.client->writable()) << "space in the ring, but no link to write on";
+    hold.reset();
+    ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover moved it";
+    EXPECT_TRUE(c.client->send(b, soon(), true));
     closeBoth(c);
     expectPoolsEmpty(p);
 }
