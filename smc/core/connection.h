@@ -24,8 +24,9 @@ class LinkGroup;
 // What the owner of a connection hears from its group (LinkGroup::setConnectionEvents).
 // Each runs on one of the group's threads with no group lock held (only a CDC parked before
 // the cdc handler was set comes on the thread that sets it, in setConnectionEvents);
-// it may call sendCdc(), but must not block long (a link's deliveries wait for it) and
-// must not call setConnectionEvents() itself.
+// it must not block (a link's deliveries, and other groups' on the same threads, wait for
+// it: a CDC it owes goes out from a blocking task, since sendCdc() waits for a send slot)
+// and must not call setConnectionEvents() itself.
 struct ConnectionEvents {
     // A CDC message for this connection (byte 0 0xFE, the alert token ours), as received:
     // at least 26 bytes, the length byte 44; the rest is not checked. One at a time, in

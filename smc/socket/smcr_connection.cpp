@@ -53,8 +53,8 @@ SmcrConnection::SmcrConnection(LinkGroup& group, ConnectionPtr conn, std::uint32
     : group_(group), conn_(std::move(conn)), peerToken_(peerToken),
       peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()), stream_(stream)
 {
-    MutexLocker lock(grace_->mutex);
-    grace_->self = this;
+    MutexLocker lock(hook_->mutex);
+    hook_->self = this;
 }
 
 SmcrConnection::~SmcrConnection()
@@ -68,6 +68,7 @@ SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 {
     const cdc::CdcMessage m = stream_.nextCdc(pending); // m.seq is built_ + 1, wrapped
     ++built_;
+    cdcOwed_ = false; // this one carries everything the peer is owed
     // A CDC that announces what the one before did shares its entry: the older number stays
     // a lower bound. Bounded: at the cap the newest entry stretches to cover this CDC too,
     // with the same effect, so the worst it does is name an older CDC in a validation.
@@ -133,18 +134,32 @@ std::optional<SmcrConnection::Wire> SmcrConnection::act(const cdc::CloseAction& 
     return build();
 }
 
-std::optional<SmcrConnection::Wire> SmcrConnection::abort(bool tellPeer)
+bool SmcrConnection::abort(bool tellPeer)
 {
     if (aborted_)
-        return std::nullopt;
+        return false;
     aborted_ = true;
     close_.abort();
     wake();
     if (!tellPeer)
-        return std::nullopt;
+        return false;
     // Tell the peer, as Linux's abort does; nothing else will reach it from us.
     stream_.addConnFlags({.peerConnAbort = true});
-    return build();
+    return true;
+}
+
+void SmcrConnection::flushOwed()
+{
+    MutexLocker tx(txMutex_);
+    Wire out;
+    {
+        MutexLocker lock(mutex_);
+        flushPosted_ = false;
+        if (!cdcOwed_ || closed_) // sent meanwhile, or close() sends its own
+            return;
+        out = build();
+    }
+    transmit(out);
 }
 
 void SmcrConnection::wake()
@@ -172,23 +187,25 @@ void SmcrConnection::wait(MutexLocker& lock, Deadline until)
 
 // --- The group's events --------------------------------------------------------------
 
+// Bookkeeping only: a CDC we owe the peer (a window update, an abort) is built and sent by
+// flushOwed on a blocking task, as Linux defers it to tx_work when no send slot is free.
 void SmcrConnection::onCdc(std::span<const std::byte> bytes)
 {
-    MutexLocker tx(txMutex_);
-    std::optional<Wire> out;
+    bool post = false;
     {
         MutexLocker lock(mutex_);
         if (closed_ || aborted_)
             return;
         ++stats_.cdcIn;
+        bool owed = false;
         Result<cdc::CdcMessage> m = cdc::decodeSmcr(bytes);
         if (!m) {
-            out = abort();
+            owed = abort();
         } else if (m->producerFlags.failoverValidation) {
             // §2.7: the peer believes we processed its CDC m->seq; if ours is older, a CDC
             // was lost and the streams cannot be trusted any more.
             if (cdc::isStaleSeq(m->seq, lastSeq_))
-                out = abort();
+                owed = abort();
             else
                 ++stats_.validations;
         } else if (cdc::isStaleSeq(lastSeq_, m->seq)) {
@@ -197,7 +214,7 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
             const cdc::ConnFlags before = stream_.peerConnFlags();
             const std::size_t spaceBefore = stream_.sendSpace();
             if (!stream_.onPeerCdc(*m)) {
-                out = abort(); // a cursor out of range or backwards: the peer broke the rules
+                owed = abort(); // a cursor out of range or backwards: the peer broke the rules
             } else {
                 lastSeq_ = m->seq;
                 // Say write_blocked again only once the peer freed space: a CDC that freed
@@ -208,14 +225,19 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
                 noteProcessed();
                 if (!(stream_.peerConnFlags() == before))
                     (void)close_.peerFlags(stream_.peerConnFlags()); // sends nothing
-                if (stream_.wantConsumerUpdate())
-                    out = build();
+                owed = stream_.wantConsumerUpdate();
                 wake();
             }
         }
+        cdcOwed_ = cdcOwed_ || owed;
+        post = owed && !std::exchange(flushPosted_, true); // one task at a time, at most
     }
-    if (out)
-        transmit(*out);
+    if (post)
+        group_.executor().postBlocking([h = hook_] {
+            MutexLocker lock(h->mutex);
+            if (h->self != nullptr)
+                h->self->flushOwed();
+        });
 }
 
 void SmcrConnection::onMoved()
@@ -448,7 +470,7 @@ void SmcrConnection::peerGone() noexcept
 void SmcrConnection::armPeerGoneGrace()
 {
     graceCdcIn_ = stats_.cdcIn;
-    graceTimer_ = group_.executor().postAfter(kPeerGoneGrace, [g = grace_] {
+    graceTimer_ = group_.executor().postAfter(kPeerGoneGrace, [g = hook_] {
         MutexLocker lock(g->mutex);
         if (g->self != nullptr)
             g->self->onPeerGoneGrace();
@@ -471,11 +493,11 @@ void SmcrConnection::onPeerGoneGrace()
     (void)abort(false); // no close came: the peer died
 }
 
-void SmcrConnection::stopPeerGoneGrace()
+void SmcrConnection::unhook()
 {
     {
-        MutexLocker g(grace_->mutex); // a running grace timer is done once we have it
-        grace_->self = nullptr;
+        MutexLocker g(hook_->mutex); // a running grace timer or flush is done once we have it
+        hook_->self = nullptr;
     }
     std::optional<Executor::TimerId> timer;
     {
@@ -499,13 +521,15 @@ void SmcrConnection::close() noexcept
                 return;
             if (!aborted_) // unread bytes: the peer must not think they arrived (Linux: abort)
                 out = act(close_.close(stream_.readable() > 0));
+            if (!out && cdcOwed_) // an abort (or an update) the flush has not sent yet
+                out = build();
             closed_ = true;
             wake(); // our own waiters see closed_ and leave
         }
         if (out)
             transmit(*out);
     }
-    stopPeerGoneGrace();
+    unhook();
     // No handler runs once this returns, and none will come.
     (void)group_.setConnectionEvents(*conn_, {});
     // No copy into or out of the buffers is running once both are ours.

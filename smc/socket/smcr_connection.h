@@ -108,14 +108,17 @@ private:
     // The grace after peerGone() is over: abort unless the close came, wait on if CDCs do.
     void onPeerGoneGrace();
     void armPeerGoneGrace() SMC_REQUIRES(mutex_);
-    void stopPeerGoneGrace(); // close(): no grace timer runs or comes once this returns
+    void unhook(); // close(): no grace timer or flush runs or comes once this returns
 
     // The next CDC from the stream, remembered for the failover validation.
     Wire build(std::size_t pending = 0) SMC_REQUIRES(mutex_);
     // What the close machine asked for: its flags into the stream, and a CDC.
     std::optional<Wire> act(const cdc::CloseAction& action) SMC_REQUIRES(mutex_);
-    // Abort: the close machine and (unless the peer cannot hear us) a CDC with the flag.
-    std::optional<Wire> abort(bool tellPeer = true) SMC_REQUIRES(mutex_);
+    // Abort: the close machine and (unless the peer cannot hear us) the flag into the
+    // stream; true if a CDC must tell the peer.
+    bool abort(bool tellPeer = true) SMC_REQUIRES(mutex_);
+    // Sends the CDC onCdc found owed (a blocking task's; cdcOwed_).
+    void flushOwed();
     // After a peer CDC: which of our CDCs the peer has surely processed (its cursors).
     void noteProcessed() SMC_REQUIRES(mutex_);
     // A CDC to the peer, again on the new link if failover moved us meanwhile; a lost link
@@ -148,6 +151,8 @@ private:
     // write_blocked told since the peer last freed space in its ring
     bool blockedSent_ SMC_GUARDED_BY(mutex_) = false;
     std::uint64_t moves_ SMC_GUARDED_BY(mutex_) = 0;
+    bool cdcOwed_ SMC_GUARDED_BY(mutex_) = false;     // a CDC onCdc found due, not built yet
+    bool flushPosted_ SMC_GUARDED_BY(mutex_) = false; // flushOwed is queued
     // moves_ when a write failed on a lost link: not writable until failover moves us.
     std::optional<std::uint64_t> lostLinkAt_ SMC_GUARDED_BY(mutex_);
     std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
@@ -171,12 +176,13 @@ private:
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
     SmcrStats stats_ SMC_GUARDED_BY(mutex_);
     bool released_ = false; // close() gave the connection back (sendMutex_ and recvMutex_ held)
-    // The grace timer reaches us through this; close() unhooks it (waiting for a running one).
-    struct Grace {
+    // The grace timer and the flush task reach us through this; close() unhooks them
+    // (waiting for a running one).
+    struct Hook {
         Mutex mutex;
         SmcrConnection* self SMC_GUARDED_BY(mutex) = nullptr;
     };
-    const std::shared_ptr<Grace> grace_ = std::make_shared<Grace>();
+    const std::shared_ptr<Hook> hook_ = std::make_shared<Hook>();
     std::optional<Executor::TimerId> graceTimer_ SMC_GUARDED_BY(mutex_);
     std::uint64_t graceCdcIn_ SMC_GUARDED_BY(mutex_) = 0; // CDCs in when it was armed
 };
