@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// LinkGroup::Handshake: a connection's share of CLC, holding the group's RKEY flow until done.
+// LinkGroup::Handshake: a connection's share of CLC, holding the group's RKEY flow while it works.
 #include "smc/core/conn_errors.h"
 #include "smc/core/link_group.h"
 
@@ -26,14 +26,34 @@ LinkGroup::Handshake& LinkGroup::Handshake::operator=(Handshake&& other) noexcep
         group_ = std::exchange(other.group_, nullptr);
         conn_ = std::move(other.conn_);
         token_ = std::move(other.token_);
+        announced_ = std::exchange(other.announced_, std::nullopt);
     }
     return *this;
 }
 
+unsigned LinkGroup::Handshake::link() const noexcept
+{
+    return announced_ ? *announced_ : conn_->link(); // stable while we hold the flow
+}
+
 RtokenTable::Rtoken LinkGroup::Handshake::rtoken() const noexcept
 {
-    const LinkRegistration& r = conn_->rmb->registration(conn_->link());
+    const LinkRegistration& r = conn_->rmb->registration(link());
     return {r.rkey, r.addr};
+}
+
+Result<void> LinkGroup::Handshake::announce()
+{
+    if (group_ == nullptr || announced_)
+        return ConnErrc::HandshakeDone;
+    const unsigned link = conn_->link();
+    if (Result<void> r = group_->llc_->confirmRkey(token_, *conn_->rmb.desc(), link); !r) {
+        abandon();
+        return r;
+    }
+    announced_ = link;
+    token_.release();
+    return {};
 }
 
 void LinkGroup::Handshake::abandon() noexcept
@@ -56,12 +76,25 @@ Result<void> LinkGroup::Handshake::complete(RtokenTable::Rtoken peerRmb, std::si
         abandon();
         return std::make_error_code(std::errc::not_connected);
     }
+    if (announced_) { // the token again, briefly: rows change only under it
+        Result<FlowToken> token = group_->llc_->acquireFlow(Flow::Rkey);
+        if (!token) {
+            abandon();
+            return token.error();
+        }
+        token_ = std::move(*token);
+        if (conn_->link() != *announced_) { // the peer's rtoken is for the link CLC named
+            abandon();
+            return std::make_error_code(std::errc::not_connected);
+        }
+    }
     RtokenTable& rtokens = group_->llc_->rtokens();
     const unsigned link = conn_->link(); // stable: we hold the flow
     bool created = false; // false: the row was known (another connection's, or CONFIRM_RKEY's)
     Result<RtokenTable::Row> row = rtokens.addRow(link, peerRmb, &created);
-    Result<void> r = row ? group_->llc_->confirmRkey(token_, *conn_->rmb.desc(), link)
-                         : Result<void>(row.error());
+    Result<void> r = !row         ? Result<void>(row.error())
+                     : announced_ ? Result<void>()
+                                  : group_->llc_->confirmRkey(token_, *conn_->rmb.desc(), link);
     if (r) {
         WriteLocker lock(conn_->use_);
         if (conn_->state_ == Connection::State::Open)

@@ -135,9 +135,20 @@ public:
         Handshake(Handshake&& other) noexcept { *this = std::move(other); }
         Handshake& operator=(Handshake&& other) noexcept;
         ~Handshake() { abandon(); }
-        // Ours, for CLC: the connection, its link and its RMB's rtoken there.
+        // Ours, for CLC: the connection, the link CLC names (after announce(), the one it
+        // was on then) and its RMB's rtoken there.
         const ConnectionPtr& connection() const noexcept { return conn_; }
+        unsigned link() const noexcept;
         RtokenTable::Rtoken rtoken() const noexcept;
+        // Server, joining a group (Linux's order): tells the peer our RMB on every other
+        // link now (CONFIRM_RKEY) and lets go of the flow token, so the client's CLC round
+        // trip holds up no failover and no close. complete() takes the token again, and
+        // fails with not_connected if failover moved the connection off link() meanwhile.
+        // On error the connection is closed. Errors: HandshakeDone (after complete,
+        // abandon or announce), not_connected, connection_refused, timed_out (the peer's
+        // CONFIRM_RKEY answer), the channel's. Blocks for that answer (only with more than
+        // one link).
+        Result<void> announce();
         // The peer's RMB as CLC told it (its rtoken on our connection's link
         // and its size: writes beyond it are refused); then CONFIRM_RKEY
         // tells the peer our RMB on every other link. On error the
@@ -146,7 +157,8 @@ public:
         // (rtoken table full), not_connected (the group ended),
         // connection_refused (the peer's CONFIRM_RKEY answer is negative),
         // timed_out, the channel's. Blocks for the peer's CONFIRM_RKEY answer
-        // (only with more than one link).
+        // (only with more than one link), after announce() for the flow token (up to
+        // flowStart) instead.
         Result<void> complete(RtokenTable::Rtoken peerRmb, std::size_t peerRmbBytes);
 
     private:
@@ -159,6 +171,7 @@ public:
         LinkGroup* group_ = nullptr;
         ConnectionPtr conn_;
         FlowToken token_;
+        std::optional<unsigned> announced_; // the link announce() named in CLC
     };
     // Errors: openConnection's, and the flow token's (timed_out after
     // flowStart, not_connected). Blocks for the flow token.

@@ -66,8 +66,11 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // connection, else a new group and link (first contact); ACCEPT; CONFIRM; on first contact
 // CONFIRM_LINK (its answer within timeouts.wait, Linux's 2 s, else DECLINE TimeoutCl) and
 // ADD_LINK if the group allows two links.
-// Declines: NoSmcDev, DiffPrefix (negotiate's, as Linux), Mem, IntErr (no link could be made),
-// ErrRtok, ErrRdyLnk. A client's DECLINE SyncErr terminates the group it named.
+// Joining, our RMB goes to the other links (CONFIRM_RKEY) before ACCEPT and the group's flow
+// token is free while the client answers. Declines: NoSmcDev, DiffPrefix (negotiate's, as
+// Linux), Mem, IntErr (no link could be made), ErrRegBuf (that CONFIRM_RKEY), ErrRtok (the
+// client's rtoken, or failover moved the connection meanwhile), ErrRdyLnk. A client's DECLINE
+// SyncErr terminates the group it named.
 Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options);
 
 } // namespace smc::net

@@ -310,7 +310,11 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
         if (!h)
             return decline(stack, fd, bufferDecline(h.error()), version, options);
         hs = std::move(*h);
-        const std::optional<LinkAddress> l = localOf(*group, hs->connection()->link());
+        // Our RMB on the other links before ACCEPT, and the flow token free again while the
+        // client answers (Linux: CONFIRM_RKEY under llc_conf_mutex, then ACCEPT).
+        if (Result<void> a = hs->announce(); !a) // Linux: smcr_lgr_reg_rmbs failed
+            return decline(stack, fd, DeclineCode::ErrRegBuf, version, options);
+        const std::optional<LinkAddress> l = localOf(*group, hs->link());
         if (!l)
             return decline(stack, fd, DeclineCode::NoActLink, version, options);
         local = *l;

@@ -23,13 +23,13 @@ namespace
 using namespace std::chrono_literals;
 
 struct Pair : test::GroupPair {
-    explicit Pair(unsigned maxLinks = 1)
+    explicit Pair(unsigned maxLinks = 1, std::chrono::milliseconds flowStart = 5s)
     {
         LinkGroupConfig config;
         config.maxLinks = maxLinks;
         config.timeouts.firstLink = 2s;
         config.timeouts.wait = 1s;
-        config.timeouts.flowStart = 5s;
+        config.timeouts.flowStart = flowStart;
         config.timeouts.testLink = 0ms;
         Result<void> created = create(config);
         EXPECT_TRUE(created) << created.error().message();
@@ -259,6 +259,54 @@ TEST(Connection, AFailedHandshakeLeavesARowItShares)
     EXPECT_EQ(p.group().rtokens().used(), 1u) << "the first connection's row";
     EXPECT_EQ(p.group().rtokens().get(row, slot), peerRmb);
     EXPECT_EQ(first->state(), Connection::State::Open);
+}
+
+// The server's share of a join once announced: our RMB is on every link and the group's flow
+// token is free while the client answers ACCEPT, so another connection's close (DELETE_RKEY)
+// runs at once; a handshake that did not announce holds the token until complete().
+TEST(Connection, AnAnnouncedHandshakeLeavesTheFlowTokenFree)
+{
+    Pair p(2, 300ms);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
+    ConnectionPair a = p.connect(), b = p.connect();
+    ASSERT_TRUE(a.first && b.first);
+    {
+        Result<LinkGroup::Handshake> held = p.server.group->beginHandshake(16384, 16384);
+        ASSERT_TRUE(held) << held.error().message();
+        Result<void> closed = p.server.group->closeConnection(*a.first);
+        ASSERT_FALSE(closed) << "the token is the handshake's";
+        EXPECT_EQ(closed.error(), std::errc::timed_out);
+    }
+    Result<LinkGroup::Handshake> hs = p.server.group->beginHandshake(16384, 16384);
+    ASSERT_TRUE(hs) << hs.error().message();
+    ASSERT_TRUE(hs->announce());
+    EXPECT_EQ(hs->announce().error(), ConnErrc::HandshakeDone);
+    EXPECT_TRUE(p.server.group->closeConnection(*b.first)) << "the token is free";
+    Result<void> done = hs->complete({0xC1, 0x10000}, 16384);
+    ASSERT_TRUE(done) << done.error().message();
+    EXPECT_EQ(hs->connection()->state(), Connection::State::Open);
+    EXPECT_TRUE(hs->connection()->peerRmb());
+}
+
+// Failover moved the connection off the link ACCEPT named: the client's rtoken is for that
+// link, so complete() refuses and closes the connection.
+TEST(Connection, AnAnnouncedHandshakeWhoseLinkWentFails)
+{
+    Pair p(2);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
+    Result<LinkGroup::Handshake> hs = p.server.group->beginHandshake(16384, 16384);
+    ASSERT_TRUE(hs && hs->announce());
+    const unsigned named = hs->link();
+    ASSERT_TRUE(p.server.group->breakLink(named));
+    ASSERT_TRUE(test::eventually([&] { return hs->connection()->link() != named; }))
+        << "failover moves it";
+    EXPECT_EQ(hs->link(), named) << "still the link CLC named";
+    Result<void> done = hs->complete({0xC1, 0x10000}, 16384);
+    ASSERT_FALSE(done);
+    EXPECT_EQ(done.error(), std::errc::not_connected);
+    EXPECT_EQ(hs->connection()->state(), Connection::State::Closed);
 }
 
 } // namespace
