@@ -106,15 +106,6 @@ clc::DeclineCode bufferDecline(std::error_code e)
     return e == std::errc::no_space_on_device ? clc::DeclineCode::MaxDmb : clc::DeclineCode::Mem;
 }
 
-Result<Outcome> decline(SmcStack& stack, int fd, clc::DeclineCode reason, std::uint8_t version,
-                        Deadline deadline)
-{
-    // Best effort: the peer learns why, or sees TCP data it will take for CLC garbage.
-    (void)writeClc(fd, clc::makeDecline(reason, version, clc::SystemId{}), deadline);
-    (void)stack;
-    return Outcome(Fallback{reason, false});
-}
-
 Fallback peerDeclined(const clc::Decline& d)
 {
     return Fallback{d.diagnosis, true};
@@ -159,7 +150,7 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     if (options.mode == Mode::SmcR && (stack.smcr() == nullptr || !local)) {
         // Linux declines before any PROPOSAL when it has nothing to offer.
         const auto reason = stack.smcr() ? clc::DeclineCode::CnfErr : clc::DeclineCode::NoSmcrDev;
-        return decline(stack, fd, reason, clc::kVersion1, deadline);
+        return sendDecline(fd, reason, clc::kVersion1, {}, deadline);
     }
     const clc::Proposal offer = proposal(stack, options.mode, local);
     if (Result<void> sent = writeClc(fd, offer, deadline); !sent)
@@ -179,12 +170,12 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
         clc::hasSmcR(offer.typeV1) && version == clc::kVersion1)
         return smcrClient(stack, fd, *accept, options);
     if (!usable(stack, *accept)) // not what we proposed
-        return decline(stack, fd, clc::DeclineCode::ModeUnsupp, version, deadline);
+        return sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline);
     const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
 
     Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
     if (!rmb)
-        return decline(stack, fd, bufferDecline(rmb.error()), version, deadline);
+        return sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline);
     const IsmGid serverGid{server.gid, server.gidExt};
     Result<RemoteDmb> peer = std::make_error_code(std::errc::invalid_argument);
     if (stack.device().grant((*rmb)->dmbToken(), serverGid))
@@ -192,7 +183,7 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     if (!peer) {
         (void)stack.device().revoke((*rmb)->dmbToken());
         (void)stack.pool().release(*rmb);
-        return decline(stack, fd, clc::DeclineCode::Mem, version, deadline);
+        return sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline);
     }
     const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
     clc::Confirm confirm{
@@ -219,29 +210,29 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
         if (first.error().category() != clcCategory())
             return first.error();
         const bool badVersion = first.error() == ClcErrc::BadVersion;
-        return decline(stack, fd,
-                       badVersion ? clc::DeclineCode::VersMismat : clc::DeclineCode::ModeUnsupp,
-                       clc::kVersion2, deadline);
+        return sendDecline(fd,
+                           badVersion ? clc::DeclineCode::VersMismat : clc::DeclineCode::ModeUnsupp,
+                           clc::kVersion2, {}, deadline);
     }
     if (const auto* d = std::get_if<clc::Decline>(&*first))
         return Outcome(peerDeclined(*d));
     const auto* p = std::get_if<clc::Proposal>(&*first);
     if (p == nullptr)
-        return decline(stack, fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, deadline);
+        return sendDecline(fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, {}, deadline);
     const std::uint8_t version = p->version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
 
     const clc::Negotiation n = negotiate(capabilities(stack, fd, options.mode), *p);
     if (const auto* reason = std::get_if<clc::DeclineCode>(&n))
-        return decline(stack, fd, *reason, version, deadline);
+        return sendDecline(fd, *reason, version, {}, deadline);
     const clc::Choice& choice = std::get<clc::Choice>(n);
     if (choice.type == clc::SmcType::SmcR && stack.smcr() != nullptr)
         return smcrServer(stack, fd, *p, version, options);
     if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
-        return decline(stack, fd, clc::DeclineCode::NoSmcDev, version, deadline);
+        return sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline);
 
     Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
     if (!rmb)
-        return decline(stack, fd, bufferDecline(rmb.error()), version, deadline);
+        return sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline);
     const IsmGid clientGid{choice.peerGid, choice.peerGidExt};
     auto giveBack = [&] {
         (void)stack.device().revoke((*rmb)->dmbToken());
@@ -249,7 +240,7 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
     };
     if (!stack.device().grant((*rmb)->dmbToken(), clientGid)) {
         giveBack();
-        return decline(stack, fd, clc::DeclineCode::IntErr, version, deadline);
+        return sendDecline(fd, clc::DeclineCode::IntErr, version, {}, deadline);
     }
     // Every connection is its own SMC-D group here: one DMB each way, nothing shared.
     const auto groupId = static_cast<std::uint32_t>((*rmb)->dmbToken());
@@ -281,6 +272,13 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return peer.error();
     }
     return Outcome(SmcdSetup{*rmb, std::move(*peer), clientGid, groupId});
+}
+
+Result<Outcome> sendDecline(int fd, clc::DeclineCode reason, std::uint8_t version,
+                            const clc::SystemId& id, Deadline deadline)
+{
+    (void)writeClc(fd, clc::makeDecline(reason, version, id), deadline);
+    return Outcome(Fallback{reason, false});
 }
 
 } // namespace smc::net

@@ -25,13 +25,12 @@ using clc::DeclineCode;
 
 constexpr auto kDeclineProbe = 1000ms; // Linux CLC_WAIT_TIME_SHORT
 
+// sendDecline with the stack's system id, within one CLC timeout.
 Result<Outcome> decline(SmcStack& stack, int fd, DeclineCode reason, std::uint8_t version,
                         const SocketOptions& options)
 {
-    // Best effort: the peer learns why, or sees TCP data it will take for CLC garbage.
-    (void)writeClc(fd, clc::makeDecline(reason, version, stack.smcr()->systemId),
-                   deadlineAfter(options.clcTimeout));
-    return Outcome(Fallback{reason, false});
+    return sendDecline(fd, reason, version, stack.smcr()->systemId,
+                       deadlineAfter(options.clcTimeout));
 }
 
 // A CLC error as the caller sees it: malformed CLC is protocol_error.
@@ -56,11 +55,6 @@ Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std:
     return decline(stack, fd,
                    e == std::errc::timed_out ? DeclineCode::TimeoutCl : DeclineCode::ErrRdyLnk,
                    version, options);
-}
-
-DeclineCode bufferDecline(std::error_code)
-{
-    return DeclineCode::Mem; // no RMB, no rtoken row, no room in the group
 }
 
 // First contact, either role: a new group, its first link (`makeLink`: the server creates
@@ -92,7 +86,7 @@ NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer,
         g.group->beginFirstContact(std::move(*link), options.rmbBytes, options.rmbBytes);
     if (!h) {
         g.group->terminate("no first connection");
-        g.reason = bufferDecline(h.error());
+        g.reason = DeclineCode::Mem;
         return g;
     }
     g.hs = std::move(*h);
@@ -251,7 +245,7 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
         Result<LinkGroup::Handshake> h =
             group->beginHandshake(options.rmbBytes, options.rmbBytes, reuse.linkId);
         if (!h)
-            return decline(stack, fd, bufferDecline(h.error()), version, options);
+            return decline(stack, fd, DeclineCode::Mem, version, options);
         hs = std::move(*h);
         const std::optional<LinkAddress> l = localOf(*group, hs->connection()->link());
         if (!l) // the link went meanwhile
@@ -308,7 +302,7 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     } else {
         Result<LinkGroup::Handshake> h = group->beginHandshake(options.rmbBytes, options.rmbBytes);
         if (!h)
-            return decline(stack, fd, bufferDecline(h.error()), version, options);
+            return decline(stack, fd, DeclineCode::Mem, version, options);
         hs = std::move(*h);
         // Our RMB on the other links before ACCEPT, and the flow token free again while the
         // client answers (Linux: CONFIRM_RKEY under llc_conf_mutex, then ACCEPT).

@@ -12,6 +12,12 @@
 namespace smc::net
 {
 
+// A DECLINE with `reason`, best effort (the peer learns why, or takes what follows for CLC
+// garbage), and the fallback it means. `id`: our SMC-R system id (zeros for SMC-D). Blocks
+// up to `deadline` for the write.
+Result<Outcome> sendDecline(int fd, clc::DeclineCode reason, std::uint8_t version,
+                            const clc::SystemId& id, Deadline deadline);
+
 // The IPv4 address of the socket's local end with its interface's prefix length (Linux
 // takes the subnet of the route's device), or nullopt (not IPv4, no interface found).
 std::optional<clc::Ipv4Address> localIpv4(int fd);
