@@ -60,7 +60,8 @@ public:
     // protocol violation, idle); the connections are dead by then: their
     // buffers are back in the pool, write() and closeConnection() say
     // not_connected.
-    // Runs on one of the executor's threads: it must not destroy the group.
+    // Runs on the thread that terminated the group (one of the executor's,
+    // or the caller of terminate()): it must not destroy the group.
     using TerminationHandler = std::function<void(std::string reason)>;
 
     // The provider must outlive the group. Errors: invalid_argument (limits
