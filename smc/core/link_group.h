@@ -107,7 +107,10 @@ public:
     // error).
     Result<void> deleteLink(unsigned slot);
     // Tear the group down: DELETE_LINK ALL to the peer, buffers released.
-    // Blocks at most for one send.
+    // Its links (QPs, buffer registrations) are cleared on the group's
+    // threads timeouts.wait later (the peer's time to take the DELETE_LINK),
+    // once no flow runs any more, so a terminated group that is still held
+    // keeps none. Blocks at most for one send.
     void terminate(std::string reason,
                    llc::DeleteReason code = llc::DeleteReason::ProgramTerminated,
                    bool orderly = true);

@@ -288,7 +288,9 @@ TEST(LinkGroupManager, AHeldTerminatedGroupLivesUntilItsLastHolderGoes)
     // Both managers let go (the client's group ends on DELETE_LINK ALL).
     EXPECT_TRUE(
         test::eventually([&] { return servers.groups().empty() && clients.groups().empty(); }));
-    // Held: still callable, calls fail cleanly.
+    // Held: still callable, and its links (and their registrations) are gone already.
+    EXPECT_TRUE(test::eventually([&] { return serverKeys.live() == 0 && clientKeys.live() == 0; }))
+        << serverKeys.live() << " " << clientKeys.live();
     EXPECT_TRUE(s->terminated());
     EXPECT_EQ(s->activeLinks(), 0u);
     EXPECT_EQ(s->closeConnection(*pair->first).error(), std::errc::not_connected);
@@ -297,7 +299,6 @@ TEST(LinkGroupManager, AHeldTerminatedGroupLivesUntilItsLastHolderGoes)
     std::weak_ptr<LinkGroup> gone = s;
     s.reset();
     EXPECT_TRUE(test::eventually([&] { return gone.expired(); }));
-    EXPECT_EQ(serverKeys.live(), 0u);
 
     // A create() reaps first: a group terminated just now is not listed beside the new one.
     std::shared_ptr<LinkGroup> next = servers.create(Role::Server, clientId).value();

@@ -206,8 +206,8 @@ template <typename F> bool eventually(F f, std::chrono::milliseconds limit = 10s
     return true;
 }
 
-// The group ends under open sockets: the managers let go of it at once, the sockets still
-// hold it until they close, and then its links and buffers are gone.
+// The group ends under open sockets: the managers let go of it at once and its links go
+// soon after (no QP or registration stays), while the sockets still hold it until they close.
 TEST(SmcrSocket, ASocketOutlivesItsEndedGroupAndClosesSafely)
 {
     Fabric f;
@@ -222,10 +222,10 @@ TEST(SmcrSocket, ASocketOutlivesItsEndedGroupAndClosesSafely)
     std::byte got[16];
     EXPECT_EQ(p.server.recv(got).error(), std::errc::connection_reset);
     EXPECT_EQ(p.client.recv(got).error(), std::errc::connection_reset);
-    p.server.close();
-    p.client.close();
     EXPECT_TRUE(eventually([&] { return f.serverReg.live() == 0 && f.clientReg.live() == 0; }))
         << f.serverReg.live() << " " << f.clientReg.live();
+    p.server.close();
+    p.client.close();
 }
 
 TEST(SmcrSocket, AClientWithoutSmcrFallsBackAndTheBytesStillFlow)
