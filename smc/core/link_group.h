@@ -60,7 +60,8 @@ public:
     // protocol violation, idle); the connections are dead by then: their
     // buffers are back in the pool, write() and closeConnection() say
     // not_connected.
-    // Runs on one of the executor's threads: it must not destroy the group.
+    // Runs on the thread that terminated the group (one of the executor's,
+    // or the caller of terminate()): it must not destroy the group.
     using TerminationHandler = std::function<void(std::string reason)>;
 
     // The provider must outlive the group. Errors: invalid_argument (limits
@@ -107,7 +108,10 @@ public:
     // error).
     Result<void> deleteLink(unsigned slot);
     // Tear the group down: DELETE_LINK ALL to the peer, buffers released.
-    // Blocks at most for one send.
+    // Its links (QPs, buffer registrations) are cleared on the group's
+    // threads timeouts.wait later (the peer's time to take the DELETE_LINK),
+    // once no flow runs any more, so a terminated group that is still held
+    // keeps none. Blocks at most for one send.
     void terminate(std::string reason,
                    llc::DeleteReason code = llc::DeleteReason::ProgramTerminated,
                    bool orderly = true);

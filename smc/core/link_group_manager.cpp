@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// LinkGroupManager: lookup by (role, peer) with room, creation, reaping.
+// LinkGroupManager: lookup by (role, peer) with room, creation, reaping of terminated groups.
 #include "smc/core/link_group_manager.h"
 
 #include <algorithm>
@@ -12,63 +12,100 @@ LinkGroupManager::LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provi
 {
 }
 
-LinkGroup* LinkGroupManager::find(Role role, const SystemId& peer) const
+LinkGroupManager::~LinkGroupManager()
 {
-    MutexLocker lock(mutex_);
-    for (const auto& g : groups_)
+    std::vector<std::shared_ptr<LinkGroup>> all;
+    {
+        MutexLocker lock(state_->mutex);
+        state_->closed = true;
+        // A posted reap may be destroying groups: they use the provider, which may go next.
+        state_->reaped.wait(lock,
+                            [&]() SMC_REQUIRES(state_->mutex) { return state_->reaping == 0; });
+        all.swap(state_->groups);
+    }
+    // Destroyed here, outside the lock (unless held elsewhere).
+}
+
+std::shared_ptr<LinkGroup> LinkGroupManager::find(Role role, const SystemId& peer) const
+{
+    MutexLocker lock(state_->mutex);
+    for (const auto& g : state_->groups)
         if (g->role() == role && g->peer() == peer && g->hasRoom())
-            return g.get();
+            return g;
     return nullptr;
 }
 
-LinkGroup* LinkGroupManager::find(Role role, const SystemId& peer, const Gid& gid,
-                                  const Mac& mac) const
+std::shared_ptr<LinkGroup> LinkGroupManager::find(Role role, const SystemId& peer, const Gid& gid,
+                                                  const Mac& mac) const
 {
-    MutexLocker lock(mutex_);
-    for (const auto& g : groups_) {
+    MutexLocker lock(state_->mutex);
+    for (const auto& g : state_->groups) {
         if (g->role() != role || g->peer() != peer || !g->hasRoom())
             continue;
         for (const LinkInfo& l : g->links())
             if (l.state == LinkState::Active && l.peer.gid == gid &&
                 (l.peer.mac == Mac{} || l.peer.mac == mac))
-                return g.get();
+                return g;
     }
     return nullptr;
 }
 
-Result<LinkGroup*> LinkGroupManager::create(Role role, const SystemId& peer)
+Result<std::shared_ptr<LinkGroup>> LinkGroupManager::create(Role role, const SystemId& peer)
 {
+    (void)reap(*state_);
     LinkGroupConfig config = defaults_;
     config.role = role;
     config.peer = peer;
-    Result<std::unique_ptr<LinkGroup>> g = LinkGroup::create(config, provider_);
-    if (!g)
-        return g.error();
-    MutexLocker lock(mutex_);
-    groups_.push_back(std::move(*g));
-    return groups_.back().get();
+    Result<std::unique_ptr<LinkGroup>> made = LinkGroup::create(config, provider_);
+    if (!made)
+        return made.error();
+    std::shared_ptr<LinkGroup> g = std::move(*made);
+    // Posted: the handler runs on the group's threads, where the group must not be destroyed.
+    Executor& executor = g->executor();
+    std::weak_ptr<State> state = state_;
+    g->onTerminated([&executor, state](const std::string&) {
+        executor.postBlocking([state] {
+            if (std::shared_ptr<State> s = state.lock())
+                (void)reap(*s);
+        });
+    });
+    MutexLocker lock(state_->mutex);
+    state_->groups.push_back(g);
+    return g;
 }
 
 std::size_t LinkGroupManager::reap()
 {
-    std::vector<std::unique_ptr<LinkGroup>> dead;
-    {
-        MutexLocker lock(mutex_);
-        auto it = std::stable_partition(groups_.begin(), groups_.end(),
-                                        [](const auto& g) { return !g->terminated(); });
-        std::move(it, groups_.end(), std::back_inserter(dead));
-        groups_.erase(it, groups_.end());
-    }
-    return dead.size(); // destroyed here, outside the lock
+    return reap(*state_);
 }
 
-std::vector<LinkGroup*> LinkGroupManager::groups() const
+std::size_t LinkGroupManager::reap(State& state)
 {
-    MutexLocker lock(mutex_);
-    std::vector<LinkGroup*> out;
-    for (const auto& g : groups_)
-        out.push_back(g.get());
-    return out;
+    std::vector<std::shared_ptr<LinkGroup>> dead;
+    {
+        MutexLocker lock(state.mutex);
+        if (state.closed)
+            return 0;
+        auto it = std::stable_partition(state.groups.begin(), state.groups.end(),
+                                        [](const auto& g) { return !g->terminated(); });
+        std::move(it, state.groups.end(), std::back_inserter(dead));
+        state.groups.erase(it, state.groups.end());
+        ++state.reaping;
+    }
+    const std::size_t n = dead.size();
+    dead.clear(); // destroyed here, outside the lock, unless held elsewhere
+    {
+        MutexLocker lock(state.mutex);
+        --state.reaping;
+    }
+    state.reaped.notify_all();
+    return n;
+}
+
+std::vector<std::shared_ptr<LinkGroup>> LinkGroupManager::groups() const
+{
+    MutexLocker lock(state_->mutex);
+    return state_->groups;
 }
 
 } // namespace smc

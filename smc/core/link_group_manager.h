@@ -11,33 +11,57 @@
 namespace smc
 {
 
+// The groups are shared: the manager lets go of a terminated one (reap), and it is destroyed
+// with its links, buffers and pool when the last holder (a connection, a handshake) drops it.
+// Drop a group on none of its own threads (not in its handlers): its destructor waits for them.
 class LinkGroupManager
 {
 public:
     // `defaults` gives every new group its limits and timeouts; the link
-    // provider is borrowed and must outlive the manager.
+    // provider is borrowed and must outlive the manager and every group it made.
     LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provider);
+    // Lets go of every group; waits for a reap that runs on another thread.
+    ~LinkGroupManager();
+    LinkGroupManager(const LinkGroupManager&) = delete;
+    LinkGroupManager& operator=(const LinkGroupManager&) = delete;
 
     // A live group with `peer` in `role` that takes one more connection
     // (Linux smc_conn_create: same peer system id and role, room under
     // max_conns and in the rtoken table), or null: then create() one.
     // The system id alone: for a server's reuse take the overload below.
-    LinkGroup* find(Role role, const SystemId& peer) const;
+    // Neither blocks beyond the manager's lock.
+    std::shared_ptr<LinkGroup> find(Role role, const SystemId& peer) const;
     // As above, and the group has an active link whose peer is at `gid` and,
     // when the link knows the peer's MAC, at `mac` (Linux smcr_lgr_match, v1):
     // system ids can collide, the PROPOSAL's GID and MAC name the device.
-    LinkGroup* find(Role role, const SystemId& peer, const Gid& gid, const Mac& mac) const;
-    // A new, not yet started group with `peer`.
-    Result<LinkGroup*> create(Role role, const SystemId& peer);
-    // Forget terminated groups; returns how many went.
+    std::shared_ptr<LinkGroup> find(Role role, const SystemId& peer, const Gid& gid,
+                                    const Mac& mac) const;
+    // A new, not yet started group with `peer`; the terminated ones go first (reap), so
+    // failed first contacts do not pile up. The manager holds the group's termination
+    // handler (a reap, posted to the group's executor): do not replace it. Errors:
+    // LinkGroup::create's. Blocks while a terminated group is destroyed (LinkGroup's
+    // destructor).
+    Result<std::shared_ptr<LinkGroup>> create(Role role, const SystemId& peer);
+    // Let go of the terminated groups; returns how many went. A group nobody else holds is
+    // destroyed here (outside the manager's lock).
     std::size_t reap();
-    std::vector<LinkGroup*> groups() const;
+    std::vector<std::shared_ptr<LinkGroup>> groups() const;
 
 private:
+    // Shared with the reaps the groups' termination handlers post: one may run after the
+    // manager is gone (then it does nothing).
+    struct State {
+        mutable Mutex mutex;
+        ConditionVariable reaped;
+        std::vector<std::shared_ptr<LinkGroup>> groups SMC_GUARDED_BY(mutex);
+        unsigned reaping SMC_GUARDED_BY(mutex) = 0; // reaps destroying groups now
+        bool closed SMC_GUARDED_BY(mutex) = false;  // the manager is going
+    };
+    static std::size_t reap(State& state);
+
     LinkGroupConfig defaults_;
     LinkProvider& provider_;
-    mutable Mutex mutex_;
-    std::vector<std::unique_ptr<LinkGroup>> groups_ SMC_GUARDED_BY(mutex_);
+    const std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 } // namespace smc

@@ -340,6 +340,23 @@ void LlcEngine::terminate(std::string reason, llc::DeleteReason code, bool order
                 l.state = LinkState::Inactive;
     }
     host_.groupEnded(std::move(reason));
+    // Not at once: the peer takes the DELETE_LINK ALL first (Linux waits for its send to
+    // complete; an in-process link drops what it queued when it goes down).
+    events_.postAfter(config_.timeouts.wait, [this] { clearLinksWhenIdle(); });
+}
+
+void LlcEngine::clearLinksWhenIdle()
+{
+    {
+        MutexLocker lock(mutex_);
+        // A flow still running uses its links; it sees terminated_ and ends soon.
+        changed_.wait(lock,
+                      [&]() SMC_REQUIRES(mutex_) { return flow_ == Flow::None || stopping_; });
+        if (stopping_)
+            return; // stop() clears them
+    }
+    for (unsigned s = 0; s < kMaxLinks; ++s)
+        clearLink(s);
 }
 
 // --- Observability -------------------------------------------------------------------

@@ -199,6 +199,10 @@ private:
     // llc_engine.cpp: links, messages; llc_events.cpp: the event queue.
     Result<void> attach(unsigned slot, NewLink link);
     void clearLink(unsigned slot);
+    // timeouts.wait after terminate(), on the event queue: every link cleared once no flow
+    // holds the token (none can take it any more), so a terminated group still held holds
+    // no QP.
+    void clearLinksWhenIdle();
     void onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes);
     void onDown(unsigned slot, std::uint64_t epoch);
     void queueRequest(unsigned slot, std::uint64_t epoch, llc::Message m) SMC_REQUIRES(mutex_);

@@ -26,7 +26,7 @@ struct SmcdSetup {
 // SMC-R is up: our connection in the group (its RMB, the link it rides; the peer's RMB known
 // to it, so LinkGroup::write reaches it), and what CLC told of the peer's side.
 struct SmcrSetup {
-    LinkGroup* group = nullptr; // the stack's (LinkGroupManager); lives as long as the stack
+    std::shared_ptr<LinkGroup> group; // the stack's (LinkGroupManager); lives while held
     ConnectionPtr conn;
     std::uint32_t peerToken = 0;  // the alert token the peer wants in our CDC messages
     std::size_t peerRmbBytes = 0; // no 32-byte CDC head in SMC-R

@@ -24,33 +24,34 @@ constexpr std::chrono::seconds kPeerGoneGrace{1};
 
 } // namespace
 
-Result<std::unique_ptr<SmcrConnection>> SmcrConnection::create(LinkGroup& group, ConnectionPtr conn,
+Result<std::unique_ptr<SmcrConnection>> SmcrConnection::create(std::shared_ptr<LinkGroup> group,
+                                                               ConnectionPtr conn,
                                                                std::uint32_t peerToken,
                                                                std::size_t peerRmbBytes)
 {
-    if (!conn || conn->sndbuf.size() == 0)
+    if (!group || !conn || conn->sndbuf.size() == 0)
         return std::make_error_code(std::errc::invalid_argument);
     Result<cdc::CdcStream> stream =
         cdc::CdcStream::create(conn->rmb.size(), peerRmbBytes, peerToken);
     if (!stream)
         return std::make_error_code(std::errc::invalid_argument);
     std::unique_ptr<SmcrConnection> c(
-        new SmcrConnection(group, std::move(conn), peerToken, *stream));
+        new SmcrConnection(std::move(group), std::move(conn), peerToken, *stream));
     SmcrConnection* self = c.get();
-    Result<void> r = group.setConnectionEvents(
+    Result<void> r = self->group_->setConnectionEvents(
         *self->conn_, {[self](std::span<const std::byte> m) { self->onCdc(m); },
                        [self](unsigned) { self->onMoved(); }, [self] { self->onEnded(); }});
     if (!r) {
-        (void)group.closeConnection(*self->conn_);
+        (void)self->group_->closeConnection(*self->conn_);
         self->released_ = true;
         return r.error();
     }
     return c;
 }
 
-SmcrConnection::SmcrConnection(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken,
-                               cdc::CdcStream stream)
-    : group_(group), conn_(std::move(conn)), peerToken_(peerToken),
+SmcrConnection::SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
+                               std::uint32_t peerToken, cdc::CdcStream stream)
+    : group_(std::move(group)), conn_(std::move(conn)), peerToken_(peerToken),
       peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()), stream_(stream)
 {
     MutexLocker lock(hook_->mutex);
@@ -106,7 +107,7 @@ void SmcrConnection::transmit(const Wire& wire)
 {
     for (int attempt = 0; attempt < 3; ++attempt) {
         const unsigned slot = conn_->link();
-        Result<void> r = group_.sendCdc(*conn_, wire);
+        Result<void> r = group_->sendCdc(*conn_, wire);
         if (r) {
             MutexLocker lock(mutex_);
             ++stats_.cdcOut;
@@ -233,7 +234,7 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
         post = owed && !std::exchange(flushPosted_, true); // one task at a time, at most
     }
     if (post)
-        group_.executor().postBlocking([h = hook_] {
+        group_->executor().postBlocking([h = hook_] {
             MutexLocker lock(h->mutex);
             if (h->self != nullptr)
                 h->self->flushOwed();
@@ -336,9 +337,9 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
         // sndbuf (one chunk at a time: it may be smaller than the peer's ring).
         const std::size_t n = std::min({space, data.size(), stageBytes_});
         const std::size_t first = std::min<std::size_t>(n, peerRingSize_ - at.count);
-        Result<void> w = group_.write(*conn_, 0, at.count, data.first(first));
+        Result<void> w = group_->write(*conn_, 0, at.count, data.first(first));
         if (w && n > first)
-            w = group_.write(*conn_, first, 0, data.subspan(first, n - first));
+            w = group_->write(*conn_, first, 0, data.subspan(first, n - first));
         if (!w) {
             MutexLocker lock(mutex_);
             if (w.error() != std::errc::not_connected ||
@@ -406,9 +407,9 @@ Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline dea
         return std::size_t{0};
     const std::size_t n = std::min(available, into.size());
     const std::size_t first = std::min<std::size_t>(n, ringSize() - at.count);
-    Result<void> r = group_.readRmb(*conn_, at.count, into.first(first));
+    Result<void> r = group_->readRmb(*conn_, at.count, into.first(first));
     if (r && n > first)
-        r = group_.readRmb(*conn_, 0, into.subspan(first, n - first));
+        r = group_->readRmb(*conn_, 0, into.subspan(first, n - first));
     if (!r) {
         MutexLocker lock(mutex_);
         if (closed_)
@@ -457,7 +458,7 @@ void SmcrConnection::peerGone() noexcept
     const cdc::ConnFlags f = stream_.peerConnFlags();
     if (!f.peerConnClosed && !f.peerConnAbort) {
         // The FIN can overtake the peer's last CDCs: a live group may still bring them.
-        if (!aborted_ && !group_.terminated()) {
+        if (!aborted_ && !group_->terminated()) {
             if (!graceTimer_)
                 armPeerGoneGrace();
             return;
@@ -470,7 +471,7 @@ void SmcrConnection::peerGone() noexcept
 void SmcrConnection::armPeerGoneGrace()
 {
     graceCdcIn_ = stats_.cdcIn;
-    graceTimer_ = group_.executor().postAfter(kPeerGoneGrace, [g = hook_] {
+    graceTimer_ = group_->executor().postAfter(kPeerGoneGrace, [g = hook_] {
         MutexLocker lock(g->mutex);
         if (g->self != nullptr)
             g->self->onPeerGoneGrace();
@@ -486,7 +487,7 @@ void SmcrConnection::onPeerGoneGrace()
     const cdc::ConnFlags f = stream_.peerConnFlags();
     if (f.peerConnClosed || f.peerConnAbort)
         return; // the close came (and woke the readers)
-    if (stats_.cdcIn != graceCdcIn_ && !group_.terminated()) {
+    if (stats_.cdcIn != graceCdcIn_ && !group_->terminated()) {
         armPeerGoneGrace(); // still talking: the close may be behind its data
         return;
     }
@@ -505,7 +506,7 @@ void SmcrConnection::unhook()
         timer = std::exchange(graceTimer_, std::nullopt);
     }
     if (timer)
-        (void)group_.executor().cancel(*timer);
+        (void)group_->executor().cancel(*timer);
 }
 
 void SmcrConnection::close() noexcept
@@ -531,13 +532,13 @@ void SmcrConnection::close() noexcept
     }
     unhook();
     // No handler runs once this returns, and none will come.
-    (void)group_.setConnectionEvents(*conn_, {});
+    (void)group_->setConnectionEvents(*conn_, {});
     // No copy into or out of the buffers is running once both are ours.
     MutexLocker sending(sendMutex_);
     MutexLocker receiving(recvMutex_);
     if (!released_) {
         released_ = true;
-        (void)group_.closeConnection(*conn_); // an ended one: its buffers went back already
+        (void)group_->closeConnection(*conn_); // an ended one: its buffers went back already
     }
 }
 
@@ -577,7 +578,7 @@ void SmcrConnection::drainEvents() noexcept
 
 void SmcrConnection::fillInfo(ConnectionInfo& info) const
 {
-    info.linkId = group_.linkId(conn_->link()); // the group's lock, not under ours
+    info.linkId = group_->linkId(conn_->link()); // the group's lock, not under ours
     MutexLocker lock(mutex_);
     info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
     info.rmbBytes = ringSize();

@@ -43,7 +43,8 @@ struct SmcrStats {
 // abort.
 //
 // Threads: one sender and one receiver may run at once, plus the group's threads that
-// deliver CDCs and failover moves. The connection must be destroyed before its group.
+// deliver CDCs and failover moves. The connection holds its group: a group that ended (and
+// that its manager let go of) lives until the connection is gone.
 class SmcrConnection final : public DataPath
 {
 public:
@@ -53,8 +54,10 @@ public:
     // destructor) closes it in the group. Errors: invalid_argument (no connection, a size
     // CdcStream refuses), the group's (the connection is no longer open). Does not block,
     // beyond handing over a CDC the peer sent before we were ready.
-    static Result<std::unique_ptr<SmcrConnection>>
-    create(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken, std::size_t peerRmbBytes);
+    static Result<std::unique_ptr<SmcrConnection>> create(std::shared_ptr<LinkGroup> group,
+                                                          ConnectionPtr conn,
+                                                          std::uint32_t peerToken,
+                                                          std::size_t peerRmbBytes);
     // close(), then gives everything back.
     ~SmcrConnection() override;
     SmcrConnection(const SmcrConnection&) = delete;
@@ -98,7 +101,7 @@ private:
     using Wire = std::array<std::byte, cdc::kSmcrCdcSize>;
     static constexpr std::size_t kMaxUnconfirmed = 1024;
 
-    SmcrConnection(LinkGroup& group, ConnectionPtr conn, std::uint32_t peerToken,
+    SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn, std::uint32_t peerToken,
                    cdc::CdcStream stream);
 
     // The group's events (its threads).
@@ -130,7 +133,7 @@ private:
     void wait(MutexLocker& lock, Deadline until) SMC_REQUIRES(mutex_);
     std::size_t ringSize() const noexcept { return conn_->rmb.size(); }
 
-    LinkGroup& group_;
+    const std::shared_ptr<LinkGroup> group_; // first: goes last, after conn_
     const ConnectionPtr conn_;
     const std::uint32_t peerToken_;
     const std::size_t peerRingSize_;

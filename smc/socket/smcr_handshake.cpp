@@ -61,7 +61,7 @@ Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std:
 // it, the client joins the server's) and a connection on it. Without `hs`, `reason` says
 // why (`noLink` when the link could not be made) and the group is gone again.
 struct NewGroup {
-    LinkGroup* group = nullptr;
+    std::shared_ptr<LinkGroup> group; // before hs: the handshake goes first
     LinkAddress local;
     std::optional<LinkGroup::Handshake> hs;
     DeclineCode reason = DeclineCode::Mem;
@@ -71,10 +71,10 @@ NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer,
                   const SocketOptions& options, DeclineCode noLink, MakeLink makeLink)
 {
     NewGroup g;
-    Result<LinkGroup*> made = smcr.groups->create(role, peer);
+    Result<std::shared_ptr<LinkGroup>> made = smcr.groups->create(role, peer);
     if (!made)
         return g;
-    g.group = *made;
+    g.group = std::move(*made);
     Result<NewLink> link = makeLink();
     if (!link) {
         g.group->terminate("no first link");
@@ -140,14 +140,14 @@ std::optional<LinkAddress> localOf(const LinkGroup& g, unsigned slot)
 
 // The client group of `peer` that has a link to the server's QPN and GID (and MAC, v1).
 struct Reuse {
-    LinkGroup* group = nullptr;
+    std::shared_ptr<LinkGroup> group;
     std::uint8_t linkId = 0;
     bool knownPeer = false; // some group with that system id
 };
 Reuse findClientGroup(SmcStack::Smcr& smcr, const clc::SmcrAcceptConfirm& a)
 {
     Reuse r;
-    for (LinkGroup* g : smcr.groups->groups()) {
+    for (const std::shared_ptr<LinkGroup>& g : smcr.groups->groups()) {
         if (g->role() != Role::Client || g->peer() != a.systemId || g->terminated())
             continue;
         r.knownPeer = true;
@@ -216,7 +216,7 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
     const auto& a = std::get<clc::SmcrAcceptConfirm>(accept.path);
     MutexLocker pending(smcr.clientPending);
 
-    LinkGroup* group = nullptr;
+    std::shared_ptr<LinkGroup> group; // before hs: the handshake goes first
     std::optional<LinkGroup::Handshake> hs;
     LinkAddress local;
     if (accept.firstContact) {
@@ -224,7 +224,7 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
                                  [&] { return smcr.provider->join(addressOf(a), {}); });
         if (!made.hs)
             return decline(stack, fd, made.reason, version, options);
-        group = made.group;
+        group = std::move(made.group);
         local = made.local;
         hs = std::move(made.hs);
     } else {
@@ -241,7 +241,7 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
             return decline(stack, fd,
                            reuse.knownPeer ? DeclineCode::NoSrvLink : DeclineCode::SyncErr, version,
                            options);
-        group = reuse.group;
+        group = std::move(reuse.group);
         Result<LinkGroup::Handshake> h =
             group->beginHandshake(options.rmbBytes, options.rmbBytes, reuse.linkId);
         if (!h)
@@ -275,8 +275,8 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
             return firstLinkFailed(stack, fd, up.error(), version, options);
         }
     }
-    return Outcome(SmcrSetup{group, std::move(conn), a.alertToken, classBytes(a.rmbeSize),
-                             accept.firstContact});
+    return Outcome(SmcrSetup{std::move(group), std::move(conn), a.alertToken,
+                             classBytes(a.rmbeSize), accept.firstContact});
 }
 
 Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposal,
@@ -286,7 +286,7 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     MutexLocker pending(smcr.serverPending);
 
     // Same peer system id and a live link to the device it proposes from.
-    LinkGroup* group =
+    std::shared_ptr<LinkGroup> group = // before hs: the handshake goes first
         smcr.groups->find(Role::Server, proposal.systemId, proposal.gid, proposal.mac);
     const bool first = group == nullptr;
     std::optional<LinkGroup::Handshake> hs;
@@ -296,7 +296,7 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
                                  DeclineCode::IntErr, [&] { return smcr.provider->create({}); });
         if (!made.hs)
             return decline(stack, fd, made.reason, version, options);
-        group = made.group;
+        group = std::move(made.group);
         local = made.local;
         hs = std::move(made.hs);
     } else {
@@ -352,7 +352,8 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
             return firstLinkFailed(stack, fd, up.error(), version, options);
         }
     }
-    return Outcome(SmcrSetup{group, std::move(conn), r.alertToken, classBytes(r.rmbeSize), first});
+    return Outcome(
+        SmcrSetup{std::move(group), std::move(conn), r.alertToken, classBytes(r.rmbeSize), first});
 }
 
 } // namespace smc::net

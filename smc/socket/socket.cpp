@@ -205,7 +205,7 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
     }
     if (auto* smcr = std::get_if<net::SmcrSetup>(&*outcome)) {
         Result<std::unique_ptr<net::SmcrConnection>> conn = net::SmcrConnection::create(
-            *smcr->group, smcr->conn, smcr->peerToken, smcr->peerRmbBytes);
+            smcr->group, smcr->conn, smcr->peerToken, smcr->peerRmbBytes);
         if (!conn) {
             stack.countHandshakeError();
             return conn.error();

@@ -94,7 +94,7 @@ struct Side {
 void showSmcr(const Side& side, const char* phase, bool json, unsigned writesOk,
               unsigned writesFailed)
 {
-    const std::vector<LinkGroup*> groups = side.manager->groups();
+    const std::vector<std::shared_ptr<LinkGroup>> groups = side.manager->groups();
     if (json) {
         std::printf("{\"phase\":\"%s\",\"side\":\"%s\",\"writes\":{\"ok\":%u,\"failed\":%u},"
                     "\"linkgroups\":[",
@@ -163,21 +163,22 @@ int runSmcr(const Options& o)
     Side client{"client", Role::Client, std::make_unique<LinkGroupManager>(defaults, *provider)};
     const SystemId serverId{0x02, 0, 0, 0, 0, 0, 0, 1}, clientId{0x02, 0, 0, 0, 0, 0, 0, 2};
 
-    std::vector<std::pair<LinkGroup*, LinkGroup*>> groupOf;
+    // Before the provider goes (declared after it): the groups live while held here.
+    std::vector<std::pair<std::shared_ptr<LinkGroup>, std::shared_ptr<LinkGroup>>> groupOf;
     std::vector<ConnectionPair> conns;
     for (unsigned i = 0; i < o.conns; ++i) {
-        LinkGroup* s = server.manager->find(Role::Server, clientId);
-        LinkGroup* c = client.manager->find(Role::Client, serverId);
+        std::shared_ptr<LinkGroup> s = server.manager->find(Role::Server, clientId);
+        std::shared_ptr<LinkGroup> c = client.manager->find(Role::Client, serverId);
         if (s == nullptr || c == nullptr) {
-            Result<LinkGroup*> ns = server.manager->create(Role::Server, clientId);
-            Result<LinkGroup*> nc = client.manager->create(Role::Client, serverId);
+            Result<std::shared_ptr<LinkGroup>> ns = server.manager->create(Role::Server, clientId);
+            Result<std::shared_ptr<LinkGroup>> nc = client.manager->create(Role::Client, serverId);
             if (!ns || !nc) {
                 std::fprintf(stderr, "smc-lgr-demo: new link group: %s\n",
                              (ns ? nc.error() : ns.error()).message().c_str());
                 return 1;
             }
-            s = *ns;
-            c = *nc;
+            s = std::move(*ns);
+            c = std::move(*nc);
             // The server's start() tried its second link already: the client
             // catches up to whatever it got (one link without a second device).
             Result<void> r = startLocalPair(*s, *c, *provider);
@@ -240,7 +241,7 @@ int runSmcr(const Options& o)
         (void)groupOf[i].second->closeConnection(*conns[i].second);
         (void)groupOf[i].first->closeConnection(*conns[i].first);
     }
-    for (LinkGroup* g : server.manager->groups())
+    for (const std::shared_ptr<LinkGroup>& g : server.manager->groups())
         g->terminate("demo done");
     // Managers (and their groups) go before the provider and the registrars.
     client.manager.reset();

@@ -27,7 +27,7 @@ struct GroupSide {
     // Declared before the group: its threads write them until it is gone.
     std::atomic<int> terminations{0};
     std::string reason;
-    std::unique_ptr<LinkGroup> group;
+    std::shared_ptr<LinkGroup> group; // shared: an SmcrConnection holds its group too
 };
 
 // Usage: create() the groups, adjust the fabric if need be, start().

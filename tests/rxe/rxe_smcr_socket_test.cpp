@@ -70,8 +70,8 @@ TEST(RxeSmcrSocket, ALinkBrokenMidStreamLosesNothing)
     ASSERT_EQ(s->transport(), Transport::SmcR);
     std::fprintf(stderr, "connected over SMC-R\n");
 
-    LinkGroup* sg = server->smcr()->groups->groups().front();
-    LinkGroup* cg = client->smcr()->groups->groups().front();
+    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->groups().front();
+    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->groups().front();
     for (int i = 0; i < 3000 && (sg->activeLinks() < 2 || cg->activeLinks() < 2); ++i)
         std::this_thread::sleep_for(10ms);
     ASSERT_EQ(sg->activeLinks(), 2u) << "two GIDs on the device: a second, symmetric link";

@@ -237,8 +237,8 @@ TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
     const SystemId serverId{1}, clientId{2};
     std::vector<ConnectionPair> conns;
     for (int i = 0; i < 300; ++i) {
-        LinkGroup* s = servers.find(Role::Server, clientId);
-        LinkGroup* c = clients.find(Role::Client, serverId);
+        std::shared_ptr<LinkGroup> s = servers.find(Role::Server, clientId);
+        std::shared_ptr<LinkGroup> c = clients.find(Role::Client, serverId);
         ASSERT_EQ(s == nullptr, c == nullptr) << "both sides agree on reuse";
         if (s == nullptr) {
             s = servers.create(Role::Server, clientId).value();
@@ -250,15 +250,65 @@ TEST(LinkGroupManager, AFullGroupSendsTheNextConnectionToANewOne)
         ASSERT_TRUE(sc && cc) << i;
         conns.emplace_back(*sc, *cc);
     }
-    const std::vector<LinkGroup*> groups = servers.groups();
+    std::vector<std::shared_ptr<LinkGroup>> groups = servers.groups();
     ASSERT_EQ(groups.size(), 2u);
     EXPECT_EQ(groups[0]->connectionCount(), 255u);
     EXPECT_EQ(groups[1]->connectionCount(), 45u);
     EXPECT_EQ(clients.groups().size(), 2u);
     EXPECT_EQ(servers.find(Role::Client, clientId), nullptr) << "roles do not mix";
+    // A terminated group is let go of (a reap posted by its end), the live one stays.
+    std::weak_ptr<LinkGroup> ended = groups[1];
     groups[1]->terminate("test");
-    EXPECT_EQ(servers.reap(), 1u);
+    groups.clear();
+    EXPECT_TRUE(test::eventually([&] { return servers.groups().size() == 1; }));
+    EXPECT_EQ(servers.reap(), 0u);
+    EXPECT_TRUE(test::eventually([&] { return ended.expired(); })) << "nobody else holds it";
+    EXPECT_EQ(servers.groups().front()->connectionCount(), 255u);
+}
+
+// Reaping lets go of a terminated group; a holder keeps it usable (calls fail cleanly)
+// until it drops it, and create() reaps before it makes a new one.
+TEST(LinkGroupManager, AHeldTerminatedGroupLivesUntilItsLastHolderGoes)
+{
+    InprocRegistrar serverKeys, clientKeys;
+    InprocFabric fabric(serverKeys, clientKeys);
+    LinkGroupConfig defaults;
+    defaults.maxLinks = 1;
+    defaults.timeouts = Pair::fastTimeouts();
+    LinkGroupManager servers(defaults, fabric), clients(defaults, fabric);
+    const SystemId serverId{1}, clientId{2};
+    std::shared_ptr<LinkGroup> s = servers.create(Role::Server, clientId).value();
+    std::shared_ptr<LinkGroup> c = clients.create(Role::Client, serverId).value();
+    ASSERT_TRUE(startLocalPair(*s, *c, fabric));
+    Result<ConnectionPair> pair = connectLocalPair(*s, *c, 16384, 16384);
+    ASSERT_TRUE(pair);
+    ASSERT_GT(serverKeys.live(), 0u);
+
+    s->terminate("test");
+    // Both managers let go (the client's group ends on DELETE_LINK ALL).
+    EXPECT_TRUE(
+        test::eventually([&] { return servers.groups().empty() && clients.groups().empty(); }));
+    // Held: still callable, and its links (and their registrations) are gone already.
+    EXPECT_TRUE(test::eventually([&] { return serverKeys.live() == 0 && clientKeys.live() == 0; }))
+        << serverKeys.live() << " " << clientKeys.live();
+    EXPECT_TRUE(s->terminated());
+    EXPECT_EQ(s->activeLinks(), 0u);
+    EXPECT_EQ(s->closeConnection(*pair->first).error(), std::errc::not_connected);
+    EXPECT_EQ(s->openConnection(16384, 16384).error(), std::errc::not_connected);
+
+    std::weak_ptr<LinkGroup> gone = s;
+    s.reset();
+    EXPECT_TRUE(test::eventually([&] { return gone.expired(); }));
+
+    // A create() reaps first: a group terminated just now is not listed beside the new one.
+    std::shared_ptr<LinkGroup> next = servers.create(Role::Server, clientId).value();
+    std::weak_ptr<LinkGroup> nextGone = next;
+    next->terminate("no first link");
+    next.reset();
+    std::shared_ptr<LinkGroup> third = servers.create(Role::Server, clientId).value();
     EXPECT_EQ(servers.groups().size(), 1u);
+    EXPECT_EQ(servers.groups().front(), third);
+    EXPECT_TRUE(test::eventually([&] { return nextGone.expired(); }));
 }
 
 } // namespace

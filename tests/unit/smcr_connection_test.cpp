@@ -53,8 +53,8 @@ Conns open(Pair& p, std::size_t rmb = 65536, std::size_t sndbuf = 65536)
         return c;
     c.sc = pair->first;
     c.cc = pair->second;
-    auto s = SmcrConnection::create(*p.server.group, c.sc, c.cc->token, c.cc->rmb.size());
-    auto k = SmcrConnection::create(*p.client.group, c.cc, c.sc->token, c.sc->rmb.size());
+    auto s = SmcrConnection::create(p.server.group, c.sc, c.cc->token, c.cc->rmb.size());
+    auto k = SmcrConnection::create(p.client.group, c.cc, c.sc->token, c.sc->rmb.size());
     EXPECT_TRUE(s && k);
     if (s)
         c.server = std::move(*s);

@@ -122,8 +122,8 @@ TEST(SmcrSocket, SecondSocketJoinsTheGroupAndCloseGivesEveryBufferBack)
     Pair b = connectPair(*server, *client);
     ASSERT_EQ(b.client.transport(), Transport::SmcR)
         << clc::toString(b.client.fallbackReason().value_or(clc::DeclineCode{}));
-    LinkGroup* sg = server->smcr()->groups->find(Role::Server, kClientId);
-    LinkGroup* cg = client->smcr()->groups->find(Role::Client, kServerId);
+    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->find(Role::Server, kClientId);
+    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->find(Role::Client, kServerId);
     ASSERT_TRUE(sg && cg);
     EXPECT_EQ(sg->connectionCount(), 2u);
     EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
@@ -159,8 +159,8 @@ TEST(SmcrSocket, ALinkBrokenMidStreamLosesNothing)
     auto client = makeStack(f, kClientId);
     Pair p = connectPair(*server, *client);
     ASSERT_EQ(p.client.transport(), Transport::SmcR);
-    LinkGroup* sg = server->smcr()->groups->find(Role::Server, kClientId);
-    LinkGroup* cg = client->smcr()->groups->find(Role::Client, kServerId);
+    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->find(Role::Server, kClientId);
+    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->find(Role::Client, kServerId);
     ASSERT_TRUE(sg && cg);
     for (int i = 0; i < 500 && cg->activeLinks() < 2; ++i)
         std::this_thread::sleep_for(10ms);
@@ -193,6 +193,39 @@ TEST(SmcrSocket, ALinkBrokenMidStreamLosesNothing)
     EXPECT_NE(p.server.info().linkId, before); // failover moved it
     EXPECT_FALSE(sg->terminated());
     EXPECT_FALSE(cg->terminated());
+}
+
+template <typename F> bool eventually(F f, std::chrono::milliseconds limit = 10s)
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!f()) {
+        if (std::chrono::steady_clock::now() > end)
+            return false;
+        std::this_thread::sleep_for(5ms);
+    }
+    return true;
+}
+
+// The group ends under open sockets: the managers let go of it at once and its links go
+// soon after (no QP or registration stays), while the sockets still hold it until they close.
+TEST(SmcrSocket, ASocketOutlivesItsEndedGroupAndClosesSafely)
+{
+    Fabric f;
+    auto server = makeStack(f, kServerId);
+    auto client = makeStack(f, kClientId);
+    Pair p = connectPair(*server, *client);
+    ASSERT_EQ(p.client.transport(), Transport::SmcR);
+    server->smcr()->groups->find(Role::Server, kClientId)->terminate("test");
+    // DELETE_LINK ALL ends the client's group too.
+    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return client->smcr()->groups->groups().empty(); }));
+    std::byte got[16];
+    EXPECT_EQ(p.server.recv(got).error(), std::errc::connection_reset);
+    EXPECT_EQ(p.client.recv(got).error(), std::errc::connection_reset);
+    EXPECT_TRUE(eventually([&] { return f.serverReg.live() == 0 && f.clientReg.live() == 0; }))
+        << f.serverReg.live() << " " << f.clientReg.live();
+    p.server.close();
+    p.client.close();
 }
 
 TEST(SmcrSocket, AClientWithoutSmcrFallsBackAndTheBytesStillFlow)
