@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The SMC-R data path: RDMA WRITE into the peer's ring, a CDC on the link, failover validation.
+// SmcrConnection: its CDCs, the group's events (a CDC in, failover, the end), close, readiness.
 #include "smc/socket/smcr_connection.h"
 
 #include <sys/eventfd.h>
@@ -13,11 +13,6 @@ namespace smc::net
 {
 namespace
 {
-
-std::error_code reset()
-{
-    return std::make_error_code(std::errc::connection_reset);
-}
 
 // How long the closing CDC may trail the TCP FIN (it comes over the link, on other threads).
 constexpr std::chrono::seconds kPeerGoneGrace{1};
@@ -282,173 +277,7 @@ void SmcrConnection::onEnded()
     (void)abort(false); // the links are gone: nobody hears us
 }
 
-// --- Data -------------------------------------------------------------------------------
-
-Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadline deadline,
-                                         bool nonBlocking)
-{
-    MutexLocker sending(sendMutex_);
-    for (;;) {
-        std::size_t space = 0;
-        cdc::Cursor at;
-        std::uint64_t moves = 0;
-        bool sayBlocked = false;
-        {
-            MutexLocker lock(mutex_);
-            for (;;) {
-                if (closed_)
-                    return std::make_error_code(std::errc::not_connected);
-                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
-                    return reset();
-                if (stream_.sentConnFlags().any() || stream_.peerConnFlags().peerConnClosed)
-                    return std::make_error_code(std::errc::broken_pipe);
-                if (data.empty())
-                    return std::size_t{0};
-                space = stream_.sendSpace();
-                at = stream_.producer();
-                moves = moves_;
-                if (space > 0)
-                    break;
-                if (!blockedSent_) { // write_blocked: the peer answers with its cursor
-                    blockedSent_ = sayBlocked = true;
-                    break;
-                }
-                if (nonBlocking)
-                    return std::make_error_code(std::errc::resource_unavailable_try_again);
-                if (Clock::now() >= deadline)
-                    return std::make_error_code(std::errc::timed_out);
-                wait(lock, deadline);
-            }
-        }
-        if (sayBlocked) {
-            // Built under txMutex_, so it leaves in sequence order with the others.
-            MutexLocker tx(txMutex_);
-            Wire blocked;
-            {
-                MutexLocker lock(mutex_);
-                if (closed_ || aborted_)
-                    continue; // the loop says which
-                blocked = build(data.size());
-            }
-            transmit(blocked);
-            continue;
-        }
-        // At most two RDMA WRITEs, split at the end of the peer's ring, each staged in our
-        // sndbuf (one chunk at a time: it may be smaller than the peer's ring).
-        const std::size_t n = std::min({space, data.size(), stageBytes_});
-        const std::size_t first = std::min<std::size_t>(n, peerRingSize_ - at.count);
-        Result<void> w = group_->write(*conn_, 0, at.count, data.first(first));
-        if (w && n > first)
-            w = group_->write(*conn_, first, 0, data.subspan(first, n - first));
-        if (!w) {
-            MutexLocker lock(mutex_);
-            if (w.error() != std::errc::not_connected ||
-                conn_->state() != Connection::State::Open) {
-                if (!closed_)
-                    (void)abort(false); // ended, or a write the group refuses: no way on
-                return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
-            }
-            // The link went: wait for failover to move us (or the group to end), then write
-            // the same bytes again at the same place; the peer has not been told of them.
-            lostLinkAt_ = moves;
-            if (nonBlocking && moves_ == moves)
-                return std::make_error_code(std::errc::resource_unavailable_try_again);
-            if (moves_ == moves)
-                wait(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(20)));
-            if (Clock::now() >= deadline)
-                return std::make_error_code(std::errc::timed_out);
-            continue;
-        }
-        MutexLocker tx(txMutex_);
-        Wire out;
-        {
-            MutexLocker lock(mutex_);
-            if (closed_ || aborted_)
-                return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
-            (void)stream_.produce(n); // n <= the space it reported, and only we produce
-            produced_ += n;
-            bytesSent_ += n;
-            out = build(data.size() - n);
-        }
-        transmit(out);
-        return n;
-    }
-}
-
-Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline deadline,
-                                         bool nonBlocking)
-{
-    MutexLocker receiving(recvMutex_);
-    std::size_t available = 0;
-    cdc::Cursor at;
-    {
-        MutexLocker lock(mutex_);
-        for (;;) {
-            if (closed_)
-                return std::make_error_code(std::errc::not_connected);
-            available = stream_.readable();
-            at = stream_.consumer();
-            if (available == 0) {
-                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
-                    return reset();
-                if (stream_.peerConnFlags().any())
-                    return std::size_t{0};
-            }
-            if (available > 0 || into.empty())
-                break;
-            if (nonBlocking)
-                return std::make_error_code(std::errc::resource_unavailable_try_again);
-            if (Clock::now() >= deadline)
-                return std::make_error_code(std::errc::timed_out);
-            wait(lock, deadline);
-        }
-    }
-    if (into.empty())
-        return std::size_t{0};
-    const std::size_t n = std::min(available, into.size());
-    const std::size_t first = std::min<std::size_t>(n, ringSize() - at.count);
-    Result<void> r = group_->readRmb(*conn_, at.count, into.first(first));
-    if (r && n > first)
-        r = group_->readRmb(*conn_, 0, into.subspan(first, n - first));
-    if (!r) {
-        MutexLocker lock(mutex_);
-        if (closed_)
-            return std::make_error_code(std::errc::not_connected);
-        (void)abort(false); // the group ended the connection under us
-        return reset();
-    }
-    MutexLocker tx(txMutex_);
-    std::optional<Wire> out;
-    {
-        MutexLocker lock(mutex_);
-        if (closed_)
-            return std::make_error_code(std::errc::not_connected);
-        (void)stream_.consume(n); // n <= what it reported readable, and only we consume
-        bytesReceived_ += n;
-        if (!aborted_ && stream_.wantConsumerUpdate())
-            out = build();
-    }
-    if (out)
-        transmit(*out);
-    return n;
-}
-
-Result<void> SmcrConnection::shutdownWrite()
-{
-    MutexLocker tx(txMutex_);
-    std::optional<Wire> out;
-    {
-        MutexLocker lock(mutex_);
-        if (closed_)
-            return std::make_error_code(std::errc::not_connected);
-        if (aborted_)
-            return {};
-        out = act(close_.shutdownWrite()); // sends finish before they return: nothing to drain
-    }
-    if (out)
-        transmit(*out);
-    return {};
-}
+// --- Close ------------------------------------------------------------------------------
 
 void SmcrConnection::peerGone() noexcept
 {

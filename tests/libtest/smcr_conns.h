@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+// SmcrConnection pairs over an in-process link group pair, and checked streams between them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "smc/socket/smcr_connection.h"
+#include "smc/testing/local_pair.h"
+#include "tests/libtest/link_group_pair.h"
+
+namespace smc::test::smcr
+{
+
+using namespace std::chrono_literals;
+using net::SmcrConnection;
+using Pair = test::LinkGroupPair;
+
+constexpr std::size_t kMiB = 1024 * 1024;
+
+inline net::Deadline soon(std::chrono::seconds s = 120s)
+{
+    return net::Clock::now() + s;
+}
+
+// The byte at stream position i of direction `seed`: a lost, duplicated or misplaced byte
+// shows at once.
+inline std::byte at(std::uint64_t i, std::uint32_t seed)
+{
+    std::uint64_t x = (i + seed) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 29;
+    return std::byte(static_cast<std::uint8_t>(x >> 17));
+}
+
+struct Conns {
+    std::unique_ptr<SmcrConnection> server, client;
+    ConnectionPtr sc, cc;
+};
+
+inline Conns open(Pair& p, std::size_t rmb = 65536, std::size_t sndbuf = 65536)
+{
+    Conns c;
+    Result<ConnectionPair> pair = connectLocalPair(*p.server.group, *p.client.group, rmb, sndbuf);
+    EXPECT_TRUE(pair) << pair.error().message();
+    if (!pair)
+        return c;
+    c.sc = pair->first;
+    c.cc = pair->second;
+    auto s = SmcrConnection::create(p.server.group, c.sc, c.cc->token, c.cc->rmb.size());
+    auto k = SmcrConnection::create(p.client.group, c.cc, c.sc->token, c.sc->rmb.size());
+    EXPECT_TRUE(s && k);
+    if (s)
+        c.server = std::move(*s);
+    if (k)
+        c.client = std::move(*k);
+    return c;
+}
+
+// Sends `total` bytes of direction `seed` in chunks of changing, odd sizes.
+inline void pump(SmcrConnection& c, std::uint64_t total, std::uint32_t seed,
+                 std::atomic<bool>& failed)
+{
+    std::vector<std::byte> buf(200'003);
+    std::uint64_t sent = 0;
+    std::size_t step = 1;
+    while (sent < total && !failed) {
+        step = (step * 7 + 13) % buf.size() + 1;
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(step, total - sent));
+        for (std::size_t i = 0; i < n; ++i)
+            buf[i] = at(sent + i, seed);
+        std::size_t off = 0;
+        while (off < n) {
+            Result<std::size_t> r =
+                c.send(std::span(buf).subspan(off, n - off), soon(), /*nonBlocking=*/false);
+            if (!r) {
+                ADD_FAILURE() << "send at " << sent + off << ": " << r.error().message();
+                failed = true;
+                return;
+            }
+            off += *r;
+        }
+        sent += n;
+    }
+}
+
+// Receives until `total` bytes arrived, each checked; returns how many did.
+inline std::uint64_t drain(SmcrConnection& c, std::uint64_t total, std::uint32_t seed,
+                           std::atomic<bool>& failed,
+                           std::atomic<std::uint64_t>* progress = nullptr)
+{
+    std::vector<std::byte> buf(150'001);
+    std::uint64_t got = 0;
+    std::size_t step = 3;
+    while (got < total && !failed) {
+        step = (step * 5 + 11) % buf.size() + 1;
+        Result<std::size_t> r = c.recv(std::span(buf).first(step), soon(), false);
+        if (!r) {
+            ADD_FAILURE() << "recv at " << got << ": " << r.error().message();
+            failed = true;
+            break;
+        }
+        if (*r == 0) {
+            ADD_FAILURE() << "early end of stream at " << got;
+            failed = true;
+            break;
+        }
+        for (std::size_t i = 0; i < *r; ++i)
+            if (buf[i] != at(got + i, seed)) {
+                ADD_FAILURE() << "byte " << got + i << " wrong";
+                failed = true;
+                return got;
+            }
+        got += *r;
+        if (progress)
+            progress->store(got);
+    }
+    return got;
+}
+
+inline void expectPoolsEmpty(Pair& p)
+{
+    for (test::GroupSide* side : {&p.server, &p.client}) {
+        const PoolStats s = side->group->pool().stats();
+        EXPECT_EQ(s.rmb.inUseBytes, 0) << "every RMB back in the pool";
+        EXPECT_EQ(s.sndbuf.inUseBytes, 0) << "every sndbuf back in the pool";
+    }
+}
+
+inline void closeBoth(Conns& c)
+{
+    c.client->close();
+    c.server->close();
+}
+
+} // namespace smc::test::smcr

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+// SmcrConnection failover: a link broken mid-stream loses no byte, the validation CDC names
+// what the peer processed however long the connection ran, and a lost link is not writable.
+#include "smc/socket/smcr_connection.h"
+
+#include <atomic>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/libtest/link_groups.h"
+#include "tests/libtest/smcr_conns.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace test::smcr;
+
+// A write the lost link failed: not writable until failover moves the connection, so an
+// epoll loop waits for the event instead of spinning on EAGAIN.
+TEST(SmcrConnection, NotWritableWhileALostLinkWaitsForFailover)
+{
+    Pair p(2);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
+    Conns c = open(p);
+    ASSERT_TRUE(c.server && c.client);
+    std::optional<LinkGroup::Handshake> hold; // the client's flow token: failover waits for it
+    {
+        Result<LinkGroup::Handshake> h = p.client.group->beginHandshake(16384, 16384);
+        ASSERT_TRUE(h) << h.error().message();
+        hold = std::move(*h);
+    }
+    ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
+    std::array<std::byte, 1000> b{};
+    Result<std::size_t> r = c.client->send(b, soon(), true);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::resource_unavailable_try_again);
+    EXPECT_FALSE(c.client->writable()) << "space in the ring, but no link to write on";
+    hold.reset();
+    ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover moved it";
+    EXPECT_TRUE(c.client->send(b, soon(), true));
+    closeBoth(c);
+    expectPoolsEmpty(p);
+}
+
+TEST(SmcrConnection, ALinkBrokenMidStreamLosesNoByte)
+{
+    Pair p(2);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
+    Conns c = open(p);
+    ASSERT_TRUE(c.server && c.client);
+    std::atomic<bool> failed{false};
+    std::atomic<std::uint64_t> progress{0};
+    const std::uint64_t total = 64 * kMiB;
+    std::uint64_t toServer = 0, toClient = 0;
+    std::thread a([&] { pump(*c.client, total, 1, failed); });
+    std::thread b([&] { pump(*c.server, total, 2, failed); });
+    std::thread d([&] { toClient = drain(*c.client, total, 2, failed); });
+    std::thread breaker([&] {
+        while (progress.load() < 8 * kMiB && !failed)
+            std::this_thread::yield();
+        const unsigned slot = c.sc->link();
+        EXPECT_TRUE(p.server.group->breakLink(slot));
+    });
+    toServer = drain(*c.server, total, 1, failed, &progress);
+    a.join();
+    b.join();
+    d.join();
+    breaker.join();
+    EXPECT_EQ(toServer, total);
+    EXPECT_EQ(toClient, total);
+    EXPECT_EQ(p.server.group->activeLinks(), 1u);
+    EXPECT_GE(c.server->stats().moves + c.client->stats().moves, 2u) << "both sides moved";
+    EXPECT_GE(c.server->stats().validations + c.client->stats().validations, 1u);
+    EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
+    closeBoth(c);
+    expectPoolsEmpty(p);
+}
+
+// Sends direction `seed` in chunks of changing sizes until `stop`, then done_writing; returns
+// the bytes sent. Every chunk is bigger than the ring, so its CDCs say write_blocked and the
+// receiver answers each read of more than the window update limit with an update.
+std::uint64_t pumpUntil(SmcrConnection& c, const std::atomic<bool>& stop, std::uint32_t seed,
+                        std::atomic<bool>& failed)
+{
+    std::vector<std::byte> buf(200'003);
+    std::uint64_t sent = 0;
+    std::size_t step = 1;
+    while (!stop && !failed) {
+        step = (step * 7 + 13) % (buf.size() - 65536) + 65536;
+        for (std::size_t i = 0; i < step; ++i)
+            buf[i] = at(sent + i, seed);
+        for (std::size_t off = 0; off < step;) {
+            Result<std::size_t> r =
+                c.send(std::span(buf).subspan(off, step - off), soon(), /*nonBlocking=*/false);
+            if (!r) {
+                ADD_FAILURE() << "send at " << sent + off << ": " << r.error().message();
+                failed = true;
+                return sent + off;
+            }
+            off += *r;
+        }
+        sent += step;
+    }
+    EXPECT_TRUE(c.shutdownWrite());
+    return sent;
+}
+
+// Review 1.1: a receiver's CDCs are all window updates, and its sequence number runs more
+// than 32767 ahead of any CDC that carried its own data; the validation after a failover
+// must still name one the sender processed, not one the sender takes for the future.
+TEST(SmcrConnection, AReceiverWithManyWindowUpdatesSurvivesAFailover)
+{
+    Pair p(2);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
+    Conns c = open(p, 16384, 16384); // a small ring: an update every 2.3 KiB read
+    ASSERT_TRUE(c.server && c.client);
+    std::atomic<bool> failed{false}, stop{false};
+    std::uint64_t sent = 0;
+    std::thread tx([&] { sent = pumpUntil(*c.client, stop, 5, failed); });
+    std::vector<std::byte> buf(2400);
+    std::uint64_t got = 0, brokenAt = 0;
+    bool broken = false;
+    for (;;) {
+        Result<std::size_t> r = c.server->recv(buf, soon(), false);
+        if (!r) {
+            ADD_FAILURE() << "recv at " << got << ": " << r.error().message();
+            failed = true;
+            break;
+        }
+        if (*r == 0)
+            break; // done_writing
+        for (std::size_t i = 0; i < *r; ++i)
+            if (buf[i] != at(got + i, 5)) {
+                ADD_FAILURE() << "byte " << got + i << " wrong";
+                failed = true;
+                break;
+            }
+        if (failed)
+            break;
+        got += *r;
+        // Between 32768 and 65535 CDCs ahead of the last (none) that carried data of ours.
+        if (!broken && c.server->stats().cdcOut > 33'000) {
+            EXPECT_TRUE(p.server.group->breakLink(c.sc->link()));
+            broken = true;
+            brokenAt = got;
+        }
+        if (broken && got > brokenAt + 2 * kMiB)
+            stop = true;
+    }
+    stop = true;
+    tx.join();
+    EXPECT_TRUE(broken);
+    EXPECT_FALSE(failed);
+    EXPECT_EQ(got, sent);
+    EXPECT_GE(c.client->stats().validations, 1u) << "the receiver's validation matched";
+    EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
+    closeBoth(c);
+    expectPoolsEmpty(p);
+}
+
+// More than 32767 one-byte sends that the peer has not read: its cursors prove none of them,
+// yet the peer processed them all, so the validation must not be older than 32767 either.
+TEST(SmcrConnection, ManyTinySendsToAPeerThatDoesNotReadSurviveAFailover)
+{
+    Pair p(2);
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
+    Conns c = open(p, 65536, 16384);
+    ASSERT_TRUE(c.server && c.client);
+    constexpr std::size_t kSends = 33'500; // fits the ring unread
+    for (std::size_t i = 0; i < kSends; ++i) {
+        const std::byte b = at(i, 6);
+        Result<std::size_t> r = c.client->send(std::span(&b, 1), soon(), false);
+        ASSERT_TRUE(r && *r == 1) << "send " << i;
+    }
+    ASSERT_TRUE(test::eventually([&] { return c.server->stats().cdcIn >= kSends; }));
+    ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
+    ASSERT_TRUE(test::eventually([&] {
+        return c.client->stats().moves >= 1 && c.server->stats().validations >= 1;
+    })) << "the client's validation matched";
+    std::vector<std::byte> in(kSends);
+    for (std::size_t got = 0; got < kSends;) {
+        Result<std::size_t> r = c.server->recv(std::span(in).subspan(got), soon(), false);
+        ASSERT_TRUE(r) << r.error().message();
+        got += *r;
+    }
+    for (std::size_t i = 0; i < kSends; ++i)
+        ASSERT_EQ(in[i], at(i, 6)) << "byte " << i;
+    std::array<std::byte, 100> more{};
+    Result<std::size_t> s = c.client->send(more, soon(), false);
+    EXPECT_TRUE(s) << s.error().message();
+    EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
+    closeBoth(c);
+    expectPoolsEmpty(p);
+}
+
+} // namespace
+} // namespace smc

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: MIT
+// SMC-R v1 handshakes against a crafted peer over raw TCP: malformed CLC, failed first
+// contacts that leave nothing behind, declines and CONFIRM_LINK timeouts with their fallback.
+#include "smc/socket/handshake.h"
+
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "smc/socket/clc_io.h"
+#include "smc/socket/socket.h"
+#include "tests/libtest/smcr_stacks.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace test::smcr_stacks;
+
+// A peer playing the client over raw TCP: our PROPOSAL for SMC-R v1.
+clc::Proposal fakeProposal(int fd, const SystemId& id,
+                           const Gid& gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9},
+                           const Mac& mac = {})
+{
+    clc::Proposal p;
+    p.version = clc::kVersion1;
+    p.systemId = id;
+    p.gid = gid;
+    p.mac = mac;
+    std::optional<clc::Ipv4Address> local = net::localIpv4(fd);
+    EXPECT_TRUE(local);
+    p.typeV1 = clc::SmcType::SmcR;
+    p.prefixes.ipv4PrefixLength = local->prefixLength;
+    p.prefixes.ipv4Subnet = {local->address[0], 0, 0, 0}; // 127/8
+    return p;
+}
+
+std::vector<std::byte> garbageConfirm()
+{
+    // An SMC-R CONFIRM header whose length (20) fits no layout.
+    std::vector<std::byte> bad = {std::byte{0xe2}, std::byte{0xd4}, std::byte{0xc3},
+                                  std::byte{0xd9}, std::byte{0x03}, std::byte{0x00},
+                                  std::byte{0x14}, std::byte{0x10}};
+    bad.resize(20);
+    return bad;
+}
+
+TEST(SmcrHandshake, MalformedConfirmIsAnErrorAndLeaksNoBuffer)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    // One real connection, so the fake client's second one joins its group.
+    TcpPair real = tcpPair();
+    Both b = handshake(*server, *client, real);
+    ASSERT_TRUE(smcr(b.server));
+    LinkGroup& group = *smcr(b.server)->group;
+    const std::int64_t inUse = group.pool().stats().rmb.inUseBytes;
+
+    for (const SystemId& id : {kClientId, SystemId{7, 7, 7, 7, 7, 7, 7, 7}}) {
+        TcpPair p = tcpPair();
+        auto result = std::async(std::launch::async, [&] {
+            return net::serverHandshake(*server, p.server.get(), smcrOnly());
+        });
+        // The first proposes from the real client's device, so it joins.
+        ASSERT_TRUE(net::writeClc(
+            p.client.get(),
+            fakeProposal(p.client.get(), id, client->smcr()->gid, client->smcr()->mac),
+            net::deadlineAfter(5s)));
+        Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
+        ASSERT_TRUE(accept) << accept.error().message();
+        ASSERT_TRUE(std::holds_alternative<clc::Accept>(*accept));
+        EXPECT_EQ(std::get<clc::Accept>(*accept).firstContact, id != kClientId);
+        ASSERT_TRUE(net::writeAll(p.client.get(), garbageConfirm(), net::deadlineAfter(5s)));
+        Result<net::Outcome> r = result.get();
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error(), std::errc::protocol_error);
+    }
+    // The joined group is back to its one connection; the new one is gone with its buffers.
+    EXPECT_EQ(group.connectionCount(), 1u);
+    EXPECT_EQ(group.pool().stats().rmb.inUseBytes, inUse);
+    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().size() == 1; }));
+    EXPECT_EQ(&*server->smcr()->groups->groups().front(), &group);
+}
+
+// A peer that opens TCP, proposes with a fresh system id and then drops (or sends a bad
+// CONFIRM) costs the server a group and a link for that handshake only: the terminated
+// groups are released, so rounds of it leave no groups, links or registrations behind.
+TEST(SmcrHandshake, FailedFirstContactsLeaveNoGroupsBehind)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    constexpr int kRounds = 20;
+    for (int i = 0; i < kRounds; ++i) {
+        const SystemId id = {0xa0, static_cast<std::uint8_t>(i), 0, 0, 0, 0, 0, 3};
+        TcpPair p = tcpPair();
+        auto result = std::async(std::launch::async, [&] {
+            return net::serverHandshake(*server, p.server.get(), smcrOnly());
+        });
+        ASSERT_TRUE(net::writeClc(p.client.get(), fakeProposal(p.client.get(), id),
+                                  net::deadlineAfter(5s)));
+        Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
+        ASSERT_TRUE(accept && std::holds_alternative<clc::Accept>(*accept)) << i;
+        EXPECT_TRUE(std::get<clc::Accept>(*accept).firstContact);
+        if (i % 2 == 0)
+            p.client.reset(); // gone without a CONFIRM
+        else
+            ASSERT_TRUE(net::writeAll(p.client.get(), garbageConfirm(), net::deadlineAfter(5s)));
+        EXPECT_FALSE(result.get()) << i;
+        // A new first contact releases the ended groups before it makes its own.
+        EXPECT_LE(server->smcr()->groups->groups().size(), 1u) << i;
+    }
+    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return f.serverReg.live() == 0; })) << f.serverReg.live();
+}
+
+// A peer playing the server: reads the PROPOSAL, answers `accept` (bytes).
+template <typename Answer>
+Result<net::Outcome> clientAgainst(SmcStack& client, Answer answer, Result<clc::Message>* after)
+{
+    TcpPair p = tcpPair();
+    std::thread fake([&] {
+        Result<clc::Message> prop = net::readClc(p.server.get(), net::deadlineAfter(10s));
+        ASSERT_TRUE(prop && std::holds_alternative<clc::Proposal>(*prop));
+        EXPECT_TRUE(clc::hasSmcR(std::get<clc::Proposal>(*prop).typeV1));
+        answer(p.server.get());
+        if (after)
+            *after = net::readClc(p.server.get(), net::deadlineAfter(2s));
+    });
+    Result<net::Outcome> r = net::clientHandshake(client, p.client.get(), smcrOnly());
+    fake.join();
+    return r;
+}
+
+TEST(SmcrHandshake, MalformedAcceptIsAnError)
+{
+    Fabric f;
+    auto client = makeStack(&f, kClientId);
+    std::vector<std::byte> bad = garbageConfirm();
+    bad[4] = std::byte{0x02}; // an ACCEPT
+    Result<net::Outcome> r = clientAgainst(
+        *client, [&](int fd) { ASSERT_TRUE(net::writeAll(fd, bad, net::deadlineAfter(5s))); },
+        nullptr);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::protocol_error);
+    EXPECT_TRUE(client->smcr()->groups->groups().empty());
+}
+
+TEST(SmcrHandshake, ReuseOfAnUnknownGroupIsSyncErr)
+{
+    Fabric f;
+    auto client = makeStack(&f, kClientId);
+    clc::SmcrAcceptConfirm r;
+    r.systemId = {9, 9, 9, 9, 9, 9, 9, 9};
+    r.qpn = 4242;
+    r.rkey = 1;
+    r.rmbAddr = 0x1000;
+    r.alertToken = 1;
+    r.qpMtu = 3;
+    clc::Accept a;
+    a.version = clc::kVersion1;
+    a.firstContact = false;
+    a.path = r;
+    Result<clc::Message> answer = std::make_error_code(std::errc::io_error);
+    Result<net::Outcome> out = clientAgainst(
+        *client, [&](int fd) { ASSERT_TRUE(net::writeClc(fd, a, net::deadlineAfter(5s))); },
+        &answer);
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::SyncErr);
+    ASSERT_TRUE(answer) << answer.error().message();
+    const auto* d = std::get_if<clc::Decline>(&*answer);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->diagnosis, clc::DeclineCode::SyncErr);
+    EXPECT_TRUE(d->outOfSync);
+    EXPECT_EQ(d->systemId, kClientId);
+}
+
+TEST(SmcrHandshake, NoLinkForTheServerIsIntErrAndBothFallBack)
+{
+    Fabric f;
+    f.fabric.refuseCreates = 1;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    TcpPair p = tcpPair();
+    Both b = handshake(*server, *client, p);
+    ASSERT_TRUE(b.client && b.server);
+    EXPECT_EQ(std::get<net::Fallback>(*b.client).reason, clc::DeclineCode::IntErr);
+    EXPECT_EQ(std::get<net::Fallback>(*b.server).reason, clc::DeclineCode::IntErr);
+    expectBytesBothWays(p.client.get(), p.server.get());
+    // The next connection is a first contact that works.
+    TcpPair p2 = tcpPair();
+    Both ok = handshake(*server, *client, p2);
+    ASSERT_TRUE(smcr(ok.client) && smcr(ok.server));
+    EXPECT_TRUE(smcr(ok.server)->firstContact);
+}
+
+// The fake server makes the link and sends ACCEPT, then never sends CONFIRM_LINK: the client
+// gives up after its CONFIRM_LINK wait, looks for our DECLINE for a second, and declines.
+TEST(SmcrHandshake, NoConfirmLinkIsTimeoutClAndAFallback)
+{
+    Fabric f;
+    auto client = makeStack(&f, kClientId, 255, 200ms);
+    Result<NewLink> link = f.fabric.create({});
+    ASSERT_TRUE(link);
+    clc::SmcrAcceptConfirm r;
+    r.systemId = kServerId;
+    r.gid = link->local.gid;
+    r.qpn = link->local.qpn;
+    r.rkey = 77;
+    r.rmbAddr = 0x10000;
+    r.alertToken = 5;
+    r.qpMtu = 3;
+    clc::Accept a;
+    a.version = clc::kVersion1;
+    a.firstContact = true;
+    a.path = r;
+    Result<clc::Message> confirm = std::make_error_code(std::errc::io_error);
+    Result<clc::Message> declined = std::make_error_code(std::errc::io_error);
+    Result<net::Outcome> out = clientAgainst(
+        *client,
+        [&](int fd) {
+            ASSERT_TRUE(net::writeClc(fd, a, net::deadlineAfter(5s)));
+            confirm = net::readClc(fd, net::deadlineAfter(5s));
+            declined = net::readClc(fd, net::deadlineAfter(10s));
+        },
+        nullptr);
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::TimeoutCl);
+    ASSERT_TRUE(confirm && std::holds_alternative<clc::Confirm>(*confirm));
+    ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
+    EXPECT_EQ(std::get<clc::Decline>(*declined).diagnosis, clc::DeclineCode::TimeoutCl);
+    // The ended group is released with its link and buffers.
+    EXPECT_TRUE(eventually([&] { return client->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return f.clientReg.live() == 0; })) << f.clientReg.live();
+}
+
+// The fake client joins the server's link and sends CONFIRM, then never answers CONFIRM_LINK.
+TEST(SmcrHandshake, NoConfirmLinkAnswerIsTimeoutClOnTheServer)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId, 255, 200ms);
+    TcpPair p = tcpPair();
+    auto result = std::async(std::launch::async, [&] {
+        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+    });
+    ASSERT_TRUE(net::writeClc(p.client.get(), fakeProposal(p.client.get(), kClientId),
+                              net::deadlineAfter(5s)));
+    Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    ASSERT_TRUE(accept && std::holds_alternative<clc::Accept>(*accept));
+    const auto& sa = std::get<clc::SmcrAcceptConfirm>(std::get<clc::Accept>(*accept).path);
+    Result<NewLink> link = f.fabric.join({sa.qpn, sa.psn, sa.gid, sa.mac, sa.qpMtu}, {});
+    ASSERT_TRUE(link);
+    clc::SmcrAcceptConfirm r;
+    r.systemId = kClientId;
+    r.gid = link->local.gid;
+    r.qpn = link->local.qpn;
+    r.rkey = 88;
+    r.rmbAddr = 0x20000;
+    r.alertToken = 6;
+    r.qpMtu = 3;
+    clc::Confirm c;
+    c.version = clc::kVersion1;
+    c.firstContact = true;
+    c.path = r;
+    ASSERT_TRUE(net::writeClc(p.client.get(), c, net::deadlineAfter(5s)));
+    Result<clc::Message> declined = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    Result<net::Outcome> out = result.get();
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::TimeoutCl);
+    ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
+    EXPECT_EQ(std::get<clc::Decline>(*declined).diagnosis, clc::DeclineCode::TimeoutCl);
+    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return f.serverReg.live() == 0; })) << f.serverReg.live();
+    expectBytesBothWays(p.client.get(), p.server.get());
+}
+
+} // namespace
+} // namespace smc
