@@ -28,8 +28,9 @@ inline std::optional<unsigned> slotOfId(const LinkGroup& g, std::uint8_t linkId)
     return std::nullopt;
 }
 
+// Polls f until it holds (true) or `limit` passed (false); sanitizer builds are slow.
 template <typename F>
-bool eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(5))
+bool eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(10))
 {
     const auto end = std::chrono::steady_clock::now() + limit;
     while (!f()) {

@@ -18,6 +18,7 @@
 #include "smc/socket/stack.h"
 #include "smc/socket/tcp.h"
 #include "smc/testing/inproc_fabric.h"
+#include "tests/libtest/link_groups.h"
 
 namespace smc::test::smcr_stacks
 {
@@ -97,16 +98,7 @@ inline const net::SmcrSetup* smcr(const Result<net::Outcome>& o)
     return o ? std::get_if<net::SmcrSetup>(&*o) : nullptr;
 }
 
-template <typename F> inline bool eventually(F f, std::chrono::milliseconds limit = 10s)
-{
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (!f()) {
-        if (std::chrono::steady_clock::now() > end)
-            return false;
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
-}
+using test::eventually;
 
 // The client end learns of the second link when the server's ADD_LINK flow has run there.
 inline bool waitLinks(const LinkGroup& g, unsigned n)

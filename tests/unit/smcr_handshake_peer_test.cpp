@@ -20,6 +20,21 @@ namespace
 
 using namespace test::smcr_stacks;
 
+// The SMC-R part of a crafted ACCEPT or CONFIRM for `link` (the crafted peer's end).
+clc::SmcrAcceptConfirm fakePath(const NewLink& link, const SystemId& id, std::uint32_t rkey,
+                                std::uint64_t rmbAddr, std::uint32_t alertToken)
+{
+    clc::SmcrAcceptConfirm r;
+    r.systemId = id;
+    r.gid = link.local.gid;
+    r.qpn = link.local.qpn;
+    r.rkey = rkey;
+    r.rmbAddr = rmbAddr;
+    r.alertToken = alertToken;
+    r.qpMtu = 3;
+    return r;
+}
+
 // A peer playing the client over raw TCP: our PROPOSAL for SMC-R v1.
 clc::Proposal fakeProposal(int fd, const SystemId& id,
                            const Gid& gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9},
@@ -205,14 +220,7 @@ TEST(SmcrHandshake, NoConfirmLinkIsTimeoutClAndAFallback)
     auto client = makeStack(&f, kClientId, 255, 200ms);
     Result<NewLink> link = f.fabric.create({});
     ASSERT_TRUE(link);
-    clc::SmcrAcceptConfirm r;
-    r.systemId = kServerId;
-    r.gid = link->local.gid;
-    r.qpn = link->local.qpn;
-    r.rkey = 77;
-    r.rmbAddr = 0x10000;
-    r.alertToken = 5;
-    r.qpMtu = 3;
+    const clc::SmcrAcceptConfirm r = fakePath(*link, kServerId, 77, 0x10000, 5);
     clc::Accept a;
     a.version = clc::kVersion1;
     a.firstContact = true;
@@ -253,14 +261,7 @@ TEST(SmcrHandshake, NoConfirmLinkAnswerIsTimeoutClOnTheServer)
     const auto& sa = std::get<clc::SmcrAcceptConfirm>(std::get<clc::Accept>(*accept).path);
     Result<NewLink> link = f.fabric.join({sa.qpn, sa.psn, sa.gid, sa.mac, sa.qpMtu}, {});
     ASSERT_TRUE(link);
-    clc::SmcrAcceptConfirm r;
-    r.systemId = kClientId;
-    r.gid = link->local.gid;
-    r.qpn = link->local.qpn;
-    r.rkey = 88;
-    r.rmbAddr = 0x20000;
-    r.alertToken = 6;
-    r.qpMtu = 3;
+    const clc::SmcrAcceptConfirm r = fakePath(*link, kClientId, 88, 0x20000, 6);
     clc::Confirm c;
     c.version = clc::kVersion1;
     c.firstContact = true;

@@ -10,6 +10,7 @@
 
 #include "smc/socket/smcss.h"
 #include "smc/testing/inproc_fabric.h"
+#include "tests/libtest/link_groups.h"
 #include "tests/libtest/socket_stream.h"
 
 namespace smc
@@ -18,6 +19,7 @@ namespace
 {
 
 using namespace std::chrono_literals;
+using test::eventually;
 using test::recvStream;
 using test::sendStream;
 
@@ -193,17 +195,6 @@ TEST(SmcrSocket, ALinkBrokenMidStreamLosesNothing)
     EXPECT_NE(p.server.info().linkId, before); // failover moved it
     EXPECT_FALSE(sg->terminated());
     EXPECT_FALSE(cg->terminated());
-}
-
-template <typename F> bool eventually(F f, std::chrono::milliseconds limit = 10s)
-{
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (!f()) {
-        if (std::chrono::steady_clock::now() > end)
-            return false;
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
 }
 
 // The group ends under open sockets: the managers let go of it at once and its links go
