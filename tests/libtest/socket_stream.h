@@ -1,16 +1,44 @@
 // SPDX-License-Identifier: MIT
-// A checked byte stream over a Socket: each byte a function of its position and a seed.
+// Socket pairs over a listener, and a checked byte stream over a Socket: each byte a function
+// of its position and a seed.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "smc/socket/socket.h"
 
 namespace smc::test
 {
+
+struct SocketPair {
+    Socket client;
+    Socket server;
+};
+
+// A connection from `clientStack` to a listener of `serverStack` on 127.0.0.1, both ends; a
+// failed step fails the test and leaves that end empty.
+inline SocketPair connectPair(SmcStack& serverStack, SmcStack& clientStack,
+                              const SocketOptions& serverOptions = {},
+                              const SocketOptions& clientOptions = {})
+{
+    Listener l = std::move(Listener::listen(serverStack, "127.0.0.1", 0, serverOptions)).value();
+    SocketPair p;
+    Result<Socket> c = Socket::connect(clientStack, "127.0.0.1", l.port(), clientOptions);
+    EXPECT_TRUE(c) << c.error().message();
+    if (c)
+        p.client = std::move(*c);
+    Result<Socket> s = l.accept(std::chrono::seconds(10));
+    EXPECT_TRUE(s) << s.error().message();
+    if (s)
+        p.server = std::move(*s);
+    return p;
+}
 
 // Byte i of stream `seed`: a lost, doubled or misplaced byte shows where a checksum would
 // only say that something did.

@@ -52,23 +52,10 @@ SocketOptions smcr()
     return o;
 }
 
-struct Pair {
-    Socket client;
-    Socket server;
-};
+using Pair = test::SocketPair;
 Pair connectPair(SmcStack& serverStack, SmcStack& clientStack)
 {
-    Listener l = std::move(Listener::listen(serverStack, "127.0.0.1", 0, smcr())).value();
-    Pair p;
-    Result<Socket> c = Socket::connect(clientStack, "127.0.0.1", l.port(), smcr());
-    EXPECT_TRUE(c) << c.error().message();
-    if (c)
-        p.client = std::move(*c);
-    Result<Socket> s = l.accept(10s);
-    EXPECT_TRUE(s) << s.error().message();
-    if (s)
-        p.server = std::move(*s);
-    return p;
+    return test::connectPair(serverStack, clientStack, smcr(), smcr());
 }
 
 std::int64_t inUse(LinkGroup& g)

@@ -14,6 +14,7 @@
 
 #include "smc/socket/clc_io.h"
 #include "smc/socket/tcp.h"
+#include "tests/libtest/socket_stream.h"
 
 namespace smc
 {
@@ -62,26 +63,8 @@ Result<std::vector<std::byte>> recvAll(Socket& s)
     }
 }
 
-struct Pair {
-    Socket client;
-    Socket server;
-};
-
-Pair connectPair(SmcStack& serverStack, SmcStack& clientStack, SocketOptions serverOptions = {},
-                 SocketOptions clientOptions = {})
-{
-    Listener l = std::move(Listener::listen(serverStack, "127.0.0.1", 0, serverOptions)).value();
-    Pair p;
-    Result<Socket> c = Socket::connect(clientStack, "127.0.0.1", l.port(), clientOptions);
-    EXPECT_TRUE(c) << c.error().message();
-    if (c)
-        p.client = std::move(*c);
-    Result<Socket> s = l.accept(10s);
-    EXPECT_TRUE(s) << s.error().message();
-    if (s)
-        p.server = std::move(*s);
-    return p;
-}
+using Pair = test::SocketPair;
+using test::connectPair;
 
 // Both ways at once, more than the rings hold, in odd pieces: nothing lost or reordered.
 void exchange(Pair& p, std::size_t bytes)
