@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 // pingpong: round trips between two processes: SMC-D, TCP and SMC-R side by side.
-// side.
 #include <chrono>
 #include <cstdio>
 #include <cstring>

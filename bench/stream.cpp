@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 // stream: MB/s of one connection between two processes: SMC-D, TCP and SMC-R side by side.
-// by side.
 #include <array>
 #include <chrono>
 #include <cstdio>

@@ -22,14 +22,14 @@ enum class PeerCommand : char {
 
 // How both processes of a run are set up.
 struct PeerSetup {
-    unsigned busyPollUs = 20; // SocketOptions::busyPoll of the SMC-D connections
+    unsigned busyPollUs = 20; // SocketOptions::busyPoll (only SMC-D spins on it)
     std::string host = "127.0.0.1";
     std::string smcrDevice; // an ibverbs device: SMC-R cells too ("" = none)
 };
 
 // The serving side: if argv says "--serve BUSY_POLL_US HOST [DEVICE]", listen on HOST (an
 // SMC-D, a plain TCP and, with DEVICE, an SMC-R listener), print the ports on stdout, serve
-// until stdin closes, and return true (main then exits). Else false.
+// until stdin closes and exit the process (never returns). Else false.
 bool servePeerIfAsked(int argc, char** argv);
 
 // Runs this program again with --serve and learns its ports. The child ends when this

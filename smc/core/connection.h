@@ -24,9 +24,10 @@ class LinkGroup;
 // What the owner of a connection hears from its group (LinkGroup::setConnectionEvents).
 // Each runs on one of the group's threads with no group lock held (only a CDC parked before
 // the cdc handler was set comes on the thread that sets it, in setConnectionEvents);
-// it must not block (a link's deliveries, and other groups' on the same threads, wait for
-// it: a CDC it owes goes out from a blocking task, since sendCdc() waits for a send slot)
-// and must not call setConnectionEvents() itself.
+// `cdc` and `ended` must not block (a link's deliveries, and other groups' on the same
+// threads, wait for them: a CDC owed goes out from a blocking task, since sendCdc() waits
+// for a send slot); `moved` runs in the failover flow and may send (Linux smc_switch_conns).
+// None may call setConnectionEvents() itself.
 struct ConnectionEvents {
     // A CDC message for this connection (byte 0 0xFE, the alert token ours), as received:
     // at least 26 bytes, the length byte 44; the rest is not checked. One at a time, in

@@ -67,10 +67,12 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // CONFIRM_LINK (its answer within timeouts.wait, Linux's 2 s, else DECLINE TimeoutCl) and
 // ADD_LINK if the group allows two links.
 // Joining, our RMB goes to the other links (CONFIRM_RKEY) before ACCEPT and the group's flow
-// token is free while the client answers. Declines: NoSmcDev, DiffPrefix (negotiate's, as
-// Linux), Mem, IntErr (no link could be made), ErrRegBuf (that CONFIRM_RKEY), ErrRtok (the
-// client's rtoken, or failover moved the connection meanwhile), ErrRdyLnk. A client's DECLINE
-// SyncErr terminates the group it named.
+// token is free while the client answers; a client's rtoken we cannot take then (no room, or
+// failover moved the connection meanwhile) is connection_aborted, since a joining client
+// reads nothing after its CONFIRM. Declines: NoSmcDev, DiffPrefix (negotiate's, as Linux),
+// Mem, IntErr (no link could be made), ErrRegBuf (that CONFIRM_RKEY), ErrRtok (the client's
+// rtoken on first contact), ErrRdyLnk. A client's DECLINE SyncErr terminates the group it
+// named.
 Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options);
 
 } // namespace smc::net

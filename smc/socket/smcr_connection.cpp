@@ -64,7 +64,8 @@ SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 {
     const cdc::CdcMessage m = stream_.nextCdc(pending); // m.seq is built_ + 1, wrapped
     ++built_;
-    cdcOwed_ = false; // this one carries everything the peer is owed
+    cdcOwed_ = false;                             // this one carries everything the peer is owed
+    blockedSent_ |= m.producerFlags.writeBlocked; // and says write_blocked if the ring is full
     // A CDC that announces what the one before did shares its entry: the older number stays
     // a lower bound. Bounded: at the cap the newest entry stretches to cover this CDC too,
     // with the same effect, so the worst it does is name an older CDC in a validation.
@@ -300,10 +301,15 @@ void SmcrConnection::peerGone() noexcept
 void SmcrConnection::armPeerGoneGrace()
 {
     graceCdcIn_ = stats_.cdcIn;
-    graceTimer_ = group_->executor().postAfter(kPeerGoneGrace, [g = hook_] {
-        MutexLocker lock(g->mutex);
-        if (g->self != nullptr)
-            g->self->onPeerGoneGrace();
+    // The timer fires on a short-task thread; the hook may be held by a flush waiting for a
+    // send slot, so the work goes to a blocking thread.
+    Executor& executor = group_->executor();
+    graceTimer_ = executor.postAfter(kPeerGoneGrace, [g = hook_, &executor] {
+        executor.postBlocking([g] {
+            MutexLocker lock(g->mutex);
+            if (g->self != nullptr)
+                g->self->onPeerGoneGrace();
+        });
     });
 }
 

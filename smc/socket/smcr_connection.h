@@ -36,11 +36,11 @@ struct SmcrStats {
 // so a peer that breaks the rules gets an abort, never a read outside our ring.
 //
 // Failover (§2.7): when the group moves the connection to another link, we send the
-// validation CDC (sequence number: the newest CDC the peer's cursors prove it processed, at
-// most 32767 behind our newest) and a full CDC with the current cursors on the new link; a
-// write the old link did not finish is done again by send(). The peer's validation is
-// checked against the newest CDC we processed: it claims one we never saw -> out of sync ->
-// abort.
+// validation CDC (sequence number: the first CDC that announced what the peer's cursors
+// prove it processed, a lower bound of its newest; at most 32767 behind ours) and a full CDC with
+// the current cursors on the new link; a write the old link did not finish is done again by send().
+// The peer's validation is checked against the newest CDC we processed: it claims one we never saw
+// -> out of sync -> abort.
 //
 // Threads: one sender and one receiver may run at once, plus the group's threads that
 // deliver CDCs and failover moves. The connection holds its group: a group that ended (and
@@ -78,7 +78,8 @@ public:
     Result<void> shutdownWrite() override;
     // closed (or abort, when unread bytes are left) to the peer; the connection is closed in
     // the group (DELETE_RKEY) and its buffers go back to the pool. Waits for a running send
-    // or recv to leave and for the peer's DELETE_RKEY answer (up to the LLC timeouts).
+    // or recv to leave, for a running flush of an owed CDC (up to one send-slot wait) and for
+    // the peer's DELETE_RKEY answer (up to the LLC timeouts).
     void close() noexcept override;
     // The TCP connection ended: if the peer did not close first, it died (abort). In a live
     // group its closing CDC may still be on the way over the link: that gets a grace period

@@ -344,6 +344,10 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     const auto& r = std::get<clc::SmcrAcceptConfirm>(c->path);
     if (Result<void> done = hs->complete({r.rkey, r.rmbAddr}, classBytes(r.rmbeSize)); !done) {
         fail("peer rtoken refused");
+        // A joining client reads no CLC after its CONFIRM: a DECLINE would go unseen and leave
+        // it on SMC-R against our TCP. Ending the TCP connection resets its SMC-R one instead.
+        if (!first)
+            return std::make_error_code(std::errc::connection_aborted);
         return decline(stack, fd, DeclineCode::ErrRtok, version, options);
     }
     if (first) {

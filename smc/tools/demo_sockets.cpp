@@ -18,11 +18,10 @@ namespace
 
 using namespace std::chrono_literals;
 
-// The two stacks, and what SMC-R in process needs beneath them.
-struct Stacks {
+// What SMC-R in process needs beneath the two stacks (declared first: it outlives them).
+struct InprocDevices {
     InprocRegistrar serverReg, clientReg;
-    std::unique_ptr<InprocFabric> fabric;
-    std::unique_ptr<SmcStack> server, client;
+    InprocFabric fabric{serverReg, clientReg, 2, 2};
 };
 
 Result<std::unique_ptr<SmcStack>> makeStack(const SocketDemo& demo, InprocFabric* fabric,
@@ -64,10 +63,9 @@ bool exchange(Socket& from, Socket& to, std::size_t bytes)
 
 int runSockets(const SocketDemo& demo)
 {
-    Stacks s;
-    s.fabric = std::make_unique<InprocFabric>(s.serverReg, s.clientReg, 2, 2);
-    Result<std::unique_ptr<SmcStack>> server = makeStack(demo, s.fabric.get(), 1);
-    Result<std::unique_ptr<SmcStack>> client = makeStack(demo, s.fabric.get(), 2);
+    InprocDevices devices;
+    Result<std::unique_ptr<SmcStack>> server = makeStack(demo, &devices.fabric, 1);
+    Result<std::unique_ptr<SmcStack>> client = makeStack(demo, &devices.fabric, 2);
     if (!server || !client) {
         std::fprintf(stderr, "smc-lgr-demo: stack: %s\n",
                      (server ? client.error() : server.error()).message().c_str());
