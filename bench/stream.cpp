@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 // stream: MB/s of one connection between two processes: SMC-D, TCP and SMC-R side by side.
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/common/args.h"
@@ -18,30 +21,48 @@ namespace
 
 using Clock = std::chrono::steady_clock;
 
-// One cell: `bytes`-sized sends for `seconds`; the peer counts what arrived.
-double streamCell(SmcStack& stack, const PeerProcess& peer, Transport t, std::size_t bytes,
-                  double seconds)
+// A column: a transport, with autocorking on our end or not (TCP: always as it is).
+struct Column {
+    Transport transport;
+    bool autocork;
+    std::string name;
+};
+
+// One cell: `senders` threads each sending `bytes`-sized messages on one connection for
+// `seconds`; the peer counts what arrived. MB/s.
+double streamCell(SmcStack& stack, const PeerProcess& peer, const Column& column, std::size_t bytes,
+                  unsigned senders, double seconds)
 {
-    Socket s = peer.connect(stack, t);
+    Socket s = peer.connect(stack, column.transport, column.autocork);
     const std::array<std::byte, 1> command{static_cast<std::byte>(PeerCommand::Sink)};
     if (!s.send(command))
         die("send", std::make_error_code(std::errc::io_error));
-    std::vector<std::byte> msg(bytes, std::byte{0x5a});
-    std::uint64_t sent = 0;
+    std::atomic<std::uint64_t> sent{0};
     const auto start = Clock::now();
     const auto end = start + std::chrono::duration<double>(seconds);
-    while (Clock::now() < end) {
-        for (int i = 0; i < 16; ++i) {
-            std::span<const std::byte> left(msg);
-            while (!left.empty()) {
-                Result<std::size_t> n = s.send(left);
-                if (!n)
-                    die("send", n.error());
-                left = left.subspan(*n);
+    auto sender = [&] {
+        std::vector<std::byte> msg(bytes, std::byte{0x5a});
+        std::uint64_t mine = 0;
+        while (Clock::now() < end) {
+            for (int i = 0; i < 16; ++i) {
+                std::span<const std::byte> left(msg);
+                while (!left.empty()) {
+                    Result<std::size_t> n = s.send(left);
+                    if (!n)
+                        die("send", n.error());
+                    left = left.subspan(*n);
+                }
+                mine += bytes;
             }
-            sent += bytes;
         }
-    }
+        sent += mine;
+    };
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < senders; ++i)
+        threads.emplace_back(sender);
+    sender();
+    for (std::thread& t : threads)
+        t.join();
     if (!s.shutdown(Shutdown::Write))
         die("shutdown", std::make_error_code(std::errc::io_error));
     std::uint64_t total = 0;
@@ -66,16 +87,19 @@ int main(int argc, char** argv)
         return 0;
     double seconds = 1.0;
     std::vector<unsigned> sizes = {64, 1024, 8192, 65536, 1 << 20};
+    unsigned senders = 1;
     std::string csv;
     PeerSetup setup;
-    Args args("[--seconds S] [--sizes B,B,...] [--csv FILE] [--busy-poll US] [--smcr DEVICE]\n"
-              "[--host ADDR]\n"
-              "One connection per cell to a server process (this program, re-run), sending\n"
-              "messages of each size for S seconds; MB/s as the server counted them. SMC-D and\n"
-              "TCP, and SMC-R over DEVICE if given; on ADDR (default 127.0.0.1; SMC-R needs an\n"
-              "address whose subnet the device's GID is in).\n");
+    Args args("[--seconds S] [--sizes B,B,...] [--senders N] [--csv FILE] [--busy-poll US]\n"
+              "[--smcr DEVICE] [--host ADDR]\n"
+              "One connection per cell to a server process (this program, re-run), N threads\n"
+              "sending messages of each size on it for S seconds; MB/s as the server counted\n"
+              "them. SMC-D with autocorking and without (-nocork), TCP, and SMC-R over DEVICE\n"
+              "if given; on ADDR (default 127.0.0.1; SMC-R needs an address whose subnet the\n"
+              "device's GID is in).\n");
     args.real("--seconds", seconds, 0, 3600)
         .wholeList("--sizes", sizes, 1, 64u << 20)
+        .whole("--senders", senders, 1, 1024)
         .text("--csv", csv)
         .whole("--busy-poll", setup.busyPollUs, 0, 1'000'000)
         .text("--smcr", setup.smcrDevice)
@@ -84,33 +108,39 @@ int main(int argc, char** argv)
 
     PeerProcess peer(argv[0], setup);
     std::unique_ptr<SmcStack> stack = peer.clientStack();
-    const std::vector<Transport> transports = peer.transports();
+    std::vector<Column> columns;
+    for (Transport t : peer.transports()) {
+        columns.push_back({t, true, columnName(t)});
+        if (t != Transport::Tcp)
+            columns.push_back({t, false, std::string(columnName(t)) + "-nocork"});
+    }
     std::ofstream out;
     if (!csv.empty()) {
         out.open(csv);
-        out << "transport,msg_bytes,mb_per_s\n";
+        out << "transport,msg_bytes,mb_per_s,senders\n";
     }
-    std::printf("%10s", "msg_bytes");
-    for (Transport t : transports)
-        std::printf(" %7s MB/s", columnName(t));
-    for (Transport t : transports)
-        if (t != Transport::Tcp)
-            std::printf(" %9s/tcp", columnName(t));
+    std::printf("%u sender%s per connection\n%10s", senders, senders == 1 ? "" : "s", "msg_bytes");
+    for (const Column& c : columns)
+        std::printf(" %12s", (c.name + " MB/s").c_str());
+    for (const Column& c : columns)
+        if (c.transport != Transport::Tcp && c.autocork)
+            std::printf(" %12s %12s", (c.name + "/tcp").c_str(), (c.name + "/nocork").c_str());
     std::printf("\n");
     for (unsigned bytes : sizes) {
         // Side by side in one run: the cells of a row follow each other.
         std::vector<double> row;
-        for (Transport t : transports)
-            row.push_back(streamCell(*stack, peer, t, bytes, seconds));
+        for (const Column& c : columns)
+            row.push_back(streamCell(*stack, peer, c, bytes, senders, seconds));
         std::printf("%10u", bytes);
         for (double v : row)
             std::printf(" %12.1f", v);
         for (std::size_t i = 0; i + 1 < row.size(); ++i)
-            std::printf(" %12.2fx", row[i] / row.back());
+            if (columns[i].autocork)
+                std::printf(" %11.2fx %11.2fx", row[i] / row.back(), row[i] / row[i + 1]);
         std::printf("\n");
         std::fflush(stdout);
         for (std::size_t i = 0; out && i < row.size(); ++i)
-            out << columnName(transports[i]) << ',' << bytes << ',' << row[i] << '\n';
+            out << columns[i].name << ',' << bytes << ',' << row[i] << ',' << senders << '\n';
     }
     return 0;
 }

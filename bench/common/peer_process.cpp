@@ -204,13 +204,15 @@ std::unique_ptr<SmcStack> PeerProcess::clientStack() const
     return makeStack(setup_.smcrDevice);
 }
 
-Socket PeerProcess::connect(SmcStack& stack, Transport transport) const
+Socket PeerProcess::connect(SmcStack& stack, Transport transport, bool autocork) const
 {
     const std::uint16_t port = transport == Transport::SmcD   ? smcdPort_
                                : transport == Transport::SmcR ? smcrPort_
                                                               : tcpPort_;
-    Result<Socket> s =
-        Socket::connect(stack, setup_.host, port, optionsFor(transport, setup_.busyPollUs));
+    SocketOptions options = optionsFor(transport, setup_.busyPollUs);
+    if (!autocork)
+        options.autocorkBytes = 0;
+    Result<Socket> s = Socket::connect(stack, setup_.host, port, options);
     if (!s)
         die("connect", s.error());
     if (s->transport() != transport) // the bench measures what it names, or nothing

@@ -47,7 +47,8 @@ public:
     // The client's stack (with the SMC-R device when set up).
     std::unique_ptr<SmcStack> clientStack() const;
     // A connection to the peer over `transport`; dies unless that transport was chosen.
-    Socket connect(SmcStack& stack, Transport transport) const;
+    // `autocork` false: SocketOptions::autocorkBytes 0 on our end.
+    Socket connect(SmcStack& stack, Transport transport, bool autocork = true) const;
 
 private:
     PeerSetup setup_;

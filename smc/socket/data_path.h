@@ -24,10 +24,17 @@ public:
     // orderly end. Errors: resource_unavailable_try_again (nonBlocking, nothing moved),
     // timed_out, broken_pipe (send after our shutdownWrite or the peer's close),
     // connection_reset (the peer aborted or died), not_connected (closed).
+    // `hold` (MSG_MORE, or the socket corked): the bytes are not announced to the peer while
+    // its ring has room left; a later send without it, flush(), shutdownWrite() or close()
+    // announces them. Besides, a send may leave its bytes unannounced for the next send of
+    // a queue of them (autocorking; SocketOptions::autocorkBytes).
     virtual Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline,
-                                     bool nonBlocking) = 0;
+                                     bool nonBlocking, bool hold) = 0;
     virtual Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                                      bool nonBlocking) = 0;
+    // Announces what corking held back (one CDC), if anything. Errors: not_connected
+    // (closed). Blocks for at most one CDC (SMC-R: a send slot).
+    virtual Result<void> flush() = 0;
     // done_writing to the peer. Errors: not_connected (closed). Blocks for at most one CDC
     // (SMC-R: a send slot).
     virtual Result<void> shutdownWrite() = 0;

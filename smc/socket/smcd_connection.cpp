@@ -38,7 +38,8 @@ long futex(std::byte* head, int op, std::uint32_t value, const timespec* timeout
 } // namespace
 
 Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup,
-                                                               std::chrono::microseconds busyPoll)
+                                                               std::chrono::microseconds busyPoll,
+                                                               std::size_t autocorkBytes)
 {
     Result<cdc::CdcStream> stream = std::make_error_code(std::errc::invalid_argument);
     if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
@@ -49,12 +50,13 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, 
         return std::make_error_code(std::errc::invalid_argument);
     }
     return std::unique_ptr<SmcdConnection>(
-        new SmcdConnection(stack, std::move(setup), *stream, busyPoll));
+        new SmcdConnection(stack, std::move(setup), *stream, busyPoll, autocorkBytes));
 }
 
 SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
-                               std::chrono::microseconds busyPoll)
-    : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), busyPoll_(busyPoll), stream_(stream)
+                               std::chrono::microseconds busyPoll, std::size_t autocorkBytes)
+    : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), busyPoll_(busyPoll),
+      autocorkBytes_(autocorkBytes), stream_(stream)
 {
 }
 
@@ -94,6 +96,21 @@ void SmcdConnection::absorb()
 void SmcdConnection::publish(std::size_t pending)
 {
     cdc::publishSmcd(peerHead(), stream_.nextCdc(pending));
+    unannounced_ = 0;
+}
+
+bool SmcdConnection::settle(bool hold, bool behind, std::size_t pending)
+{
+    if (unannounced_ == 0 || closed_ || aborted_)
+        return false;
+    // A full ring is announced at once: only the peer's reading can make room.
+    const bool full = stream_.sendSpace() == 0;
+    if (!full && hold)
+        return false;
+    if (!full && behind && unannounced_ <= autocorkBytes_)
+        return false;
+    publish(pending);
+    return true;
 }
 
 void SmcdConnection::act(const cdc::CloseAction& action)
@@ -169,9 +186,27 @@ Result<void> SmcdConnection::wait(std::uint32_t seen, Deadline deadline) noexcep
 }
 
 Result<std::size_t> SmcdConnection::send(std::span<const std::byte> data, Deadline deadline,
-                                         bool nonBlocking)
+                                         bool nonBlocking, bool hold)
 {
+    queued_.fetch_add(1, std::memory_order_acq_rel);
     MutexLocker sending(sendMutex_);
+    Result<std::size_t> n = sendHeld(data, deadline, nonBlocking);
+    // A sender that counted itself before this returns will take sendMutex_ after us and
+    // settle in turn: the last of a queue never leaves bytes unannounced (unless held).
+    const bool behind = queued_.fetch_sub(1, std::memory_order_acq_rel) > 1;
+    bool ring = false;
+    {
+        MutexLocker lock(mutex_);
+        ring = settle(hold, behind && autocorkBytes_ > 0, data.size() - (n ? *n : 0));
+    }
+    if (ring)
+        ringPeer();
+    return n;
+}
+
+Result<std::size_t> SmcdConnection::sendHeld(std::span<const std::byte> data, Deadline deadline,
+                                             bool nonBlocking)
+{
     std::size_t space = 0;
     cdc::Cursor at;
     for (;;) {
@@ -211,9 +246,8 @@ Result<std::size_t> SmcdConnection::send(std::span<const std::byte> data, Deadli
             return std::make_error_code(std::errc::connection_reset);
         (void)stream_.produce(n); // n <= the space it reported, and only we produce
         bytesSent_ += n;
-        publish(data.size() - n);
+        unannounced_ += n; // send() announces them, or leaves that to the next sender
     }
-    ringPeer();
     return n;
 }
 
@@ -264,6 +298,18 @@ Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline dea
     if (update)
         ringPeer();
     return n;
+}
+
+Result<void> SmcdConnection::flush()
+{
+    MutexLocker lock(mutex_);
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (aborted_ || unannounced_ == 0)
+        return {};
+    publish();
+    ringPeer(); // under the lock: close() must not drop the peer's mapping meanwhile
+    return {};
 }
 
 Result<void> SmcdConnection::shutdownWrite()

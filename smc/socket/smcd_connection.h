@@ -35,8 +35,10 @@ class SmcdConnection final : public DataPath
 public:
     // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
     // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
+    // `autocorkBytes`: SocketOptions::autocorkBytes.
     static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
-                                                          std::chrono::microseconds busyPoll);
+                                                          std::chrono::microseconds busyPoll,
+                                                          std::size_t autocorkBytes);
     // Aborts if still open, then gives everything back.
     ~SmcdConnection() override;
     SmcdConnection(const SmcdConnection&) = delete;
@@ -44,10 +46,11 @@ public:
 
     // DataPath. close(): our DMB is revoked and goes back to the pool, the peer's mapping is
     // dropped. enableEvents(): asks the peer to signal our DMB's eventfd too, and returns it.
-    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline,
-                             bool nonBlocking) override;
+    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking,
+                             bool hold) override;
     Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                              bool nonBlocking) override;
+    Result<void> flush() override;
     Result<void> shutdownWrite() override;
     void close() noexcept override;
     void peerGone() noexcept override;
@@ -59,7 +62,7 @@ public:
 
 private:
     SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
-                   std::chrono::microseconds busyPoll);
+                   std::chrono::microseconds busyPoll, std::size_t autocorkBytes);
     std::byte* ownHead() const noexcept { return rmb_->data(); }
     std::byte* peerHead() const noexcept { return peer_.peer.data(); }
     std::span<std::byte> ownRing() const noexcept;
@@ -67,8 +70,15 @@ private:
 
     // The peer's latest CDC (in our head) into the stream; a violation aborts.
     void absorb() SMC_REQUIRES(mutex_);
-    // Our CDC into the peer's head (what the stream holds now).
+    // Our CDC into the peer's head (what the stream holds now): every byte produced is
+    // announced.
     void publish(std::size_t pending = 0) SMC_REQUIRES(mutex_);
+    // send() without the corking: the bytes into the peer's ring, unannounced.
+    Result<std::size_t> sendHeld(std::span<const std::byte> data, Deadline deadline,
+                                 bool nonBlocking) SMC_REQUIRES(sendMutex_);
+    // A send is leaving: announce what it left unannounced, unless `hold` or a send queued
+    // behind it (`behind`) may. True if the peer must be rung.
+    bool settle(bool hold, bool behind, std::size_t pending) SMC_REQUIRES(mutex_);
     // What the close machine asked for: its flags into the stream, and a CDC.
     void act(const cdc::CloseAction& action) SMC_REQUIRES(mutex_);
     bool peerClosed() const SMC_REQUIRES(mutex_);
@@ -83,6 +93,10 @@ private:
     BufferRef rmb_;
     SmcdSetup peer_;
     const std::chrono::microseconds busyPoll_;
+    const std::size_t autocorkBytes_;
+    // Senders in send(), running or waiting for sendMutex_: a send that sees others behind
+    // it leaves the announcing to them (seed 001).
+    std::atomic<unsigned> queued_{0};
 
     Mutex sendMutex_; // one sender at a time (the copy into the peer's ring)
     Mutex recvMutex_; // one receiver at a time (the copy out of ours)
@@ -92,6 +106,7 @@ private:
     bool closed_ SMC_GUARDED_BY(mutex_) = false;  // close() ran: the buffers are going back
     bool aborted_ SMC_GUARDED_BY(mutex_) = false; // the peer broke the protocol, or died
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
+    std::size_t unannounced_ SMC_GUARDED_BY(mutex_) = 0; // produced, not yet in a CDC
     std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
 };

@@ -19,10 +19,9 @@ constexpr std::chrono::seconds kPeerGoneGrace{1};
 
 } // namespace
 
-Result<std::unique_ptr<SmcrConnection>> SmcrConnection::create(std::shared_ptr<LinkGroup> group,
-                                                               ConnectionPtr conn,
-                                                               std::uint32_t peerToken,
-                                                               std::size_t peerRmbBytes)
+Result<std::unique_ptr<SmcrConnection>>
+SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
+                       std::uint32_t peerToken, std::size_t peerRmbBytes, std::size_t autocorkBytes)
 {
     if (!group || !conn || conn->sndbuf.size() == 0)
         return std::make_error_code(std::errc::invalid_argument);
@@ -31,7 +30,7 @@ Result<std::unique_ptr<SmcrConnection>> SmcrConnection::create(std::shared_ptr<L
     if (!stream)
         return std::make_error_code(std::errc::invalid_argument);
     std::unique_ptr<SmcrConnection> c(
-        new SmcrConnection(std::move(group), std::move(conn), peerToken, *stream));
+        new SmcrConnection(std::move(group), std::move(conn), peerToken, *stream, autocorkBytes));
     SmcrConnection* self = c.get();
     Result<void> r = self->group_->setConnectionEvents(
         *self->conn_, {[self](std::span<const std::byte> m) { self->onCdc(m); },
@@ -45,9 +44,11 @@ Result<std::unique_ptr<SmcrConnection>> SmcrConnection::create(std::shared_ptr<L
 }
 
 SmcrConnection::SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
-                               std::uint32_t peerToken, cdc::CdcStream stream)
+                               std::uint32_t peerToken, cdc::CdcStream stream,
+                               std::size_t autocorkBytes)
     : group_(std::move(group)), conn_(std::move(conn)), peerToken_(peerToken),
-      peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()), stream_(stream)
+      peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()),
+      autocorkBytes_(autocorkBytes), stream_(stream)
 {
     MutexLocker lock(hook_->mutex);
     hook_->self = this;
@@ -64,6 +65,7 @@ SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 {
     const cdc::CdcMessage m = stream_.nextCdc(pending); // m.seq is built_ + 1, wrapped
     ++built_;
+    unannounced_ = 0;                             // the producer cursor is in it
     cdcOwed_ = false;                             // this one carries everything the peer is owed
     blockedSent_ |= m.producerFlags.writeBlocked; // and says write_blocked if the ring is full
     // A CDC that announces what the one before did shares its entry: the older number stays

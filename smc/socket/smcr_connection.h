@@ -2,6 +2,7 @@
 // SmcrConnection: one SMC-R connection's data path over a link group (RDMA WRITE + CDC).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -54,10 +55,9 @@ public:
     // destructor) closes it in the group. Errors: invalid_argument (no connection, a size
     // CdcStream refuses), the group's (the connection is no longer open). Does not block,
     // beyond handing over a CDC the peer sent before we were ready.
-    static Result<std::unique_ptr<SmcrConnection>> create(std::shared_ptr<LinkGroup> group,
-                                                          ConnectionPtr conn,
-                                                          std::uint32_t peerToken,
-                                                          std::size_t peerRmbBytes);
+    static Result<std::unique_ptr<SmcrConnection>>
+    create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn, std::uint32_t peerToken,
+           std::size_t peerRmbBytes, std::size_t autocorkBytes = 0);
     // close(), then gives everything back.
     ~SmcrConnection() override;
     SmcrConnection(const SmcrConnection&) = delete;
@@ -70,11 +70,12 @@ public:
     // nothing to do), timed_out (deadline), the group's write errors other than a lost link
     // (then the connection is aborted). Block until the deadline unless nonBlocking; send
     // also blocks for the RDMA WRITE, and across a failover.
-    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline,
-                             bool nonBlocking) override;
+    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking,
+                             bool hold) override;
     Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                              bool nonBlocking) override;
     // done_writing to the peer. Errors: not_connected (closed). Never blocks beyond one send.
+    Result<void> flush() override;
     Result<void> shutdownWrite() override;
     // closed (or abort, when unread bytes are left) to the peer; the connection is closed in
     // the group (DELETE_RKEY) and its buffers go back to the pool. Waits for a running send
@@ -103,7 +104,13 @@ private:
     static constexpr std::size_t kMaxUnconfirmed = 1024;
 
     SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn, std::uint32_t peerToken,
-                   cdc::CdcStream stream);
+                   cdc::CdcStream stream, std::size_t autocorkBytes);
+    // send() without the corking: the RDMA WRITEs, their bytes unannounced.
+    Result<std::size_t> sendHeld(std::span<const std::byte> data, Deadline deadline,
+                                 bool nonBlocking) SMC_REQUIRES(sendMutex_);
+    // A send is leaving: the CDC that announces what it left unannounced, unless `hold` or a
+    // send queued behind it (`behind`) may send it.
+    std::optional<Wire> settle(bool hold, bool behind, std::size_t pending) SMC_REQUIRES(mutex_);
 
     // The group's events (its threads).
     void onCdc(std::span<const std::byte> bytes);
@@ -139,6 +146,9 @@ private:
     const std::uint32_t peerToken_;
     const std::size_t peerRingSize_;
     const std::size_t stageBytes_; // our sndbuf: what one write stages at most
+    const std::size_t autocorkBytes_;
+    // Senders in send(), running or waiting for sendMutex_ (autocorking, seed 001).
+    std::atomic<unsigned> queued_{0};
 
     // Lock order: closeMutex_, then sendMutex_ / recvMutex_, then txMutex_, then mutex_.
     Mutex closeMutex_; // one close() at a time, start to end
@@ -177,6 +187,7 @@ private:
     std::uint64_t confirmed_ SMC_GUARDED_BY(mutex_) = 0;
     UniqueFd events_ SMC_GUARDED_BY(mutex_);
     std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
+    std::size_t unannounced_ SMC_GUARDED_BY(mutex_) = 0; // written, not yet in a CDC
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
     SmcrStats stats_ SMC_GUARDED_BY(mutex_);
     bool released_ = false; // close() gave the connection back (sendMutex_ and recvMutex_ held)

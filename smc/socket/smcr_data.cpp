@@ -18,9 +18,56 @@ std::error_code reset()
 } // namespace
 
 Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadline deadline,
-                                         bool nonBlocking)
+                                         bool nonBlocking, bool hold)
 {
+    queued_.fetch_add(1, std::memory_order_acq_rel);
     MutexLocker sending(sendMutex_);
+    Result<std::size_t> n = sendHeld(data, deadline, nonBlocking);
+    // A sender that counted itself before this returns takes sendMutex_ after us and settles
+    // in turn: the last of a queue never leaves bytes unannounced (unless held).
+    const bool behind = queued_.fetch_sub(1, std::memory_order_acq_rel) > 1;
+    MutexLocker tx(txMutex_);
+    std::optional<Wire> out;
+    {
+        MutexLocker lock(mutex_);
+        out = settle(hold, behind && autocorkBytes_ > 0, data.size() - (n ? *n : 0));
+    }
+    if (out)
+        transmit(*out);
+    return n;
+}
+
+std::optional<SmcrConnection::Wire> SmcrConnection::settle(bool hold, bool behind,
+                                                           std::size_t pending)
+{
+    if (unannounced_ == 0 || closed_ || aborted_)
+        return std::nullopt;
+    // A full ring is announced at once: only the peer's reading can make room.
+    const bool full = stream_.sendSpace() == 0;
+    if (!full && (hold || (behind && unannounced_ <= autocorkBytes_)))
+        return std::nullopt;
+    return build(pending);
+}
+
+Result<void> SmcrConnection::flush()
+{
+    MutexLocker tx(txMutex_);
+    Wire out;
+    {
+        MutexLocker lock(mutex_);
+        if (closed_)
+            return std::make_error_code(std::errc::not_connected);
+        if (aborted_ || unannounced_ == 0)
+            return {};
+        out = build();
+    }
+    transmit(out);
+    return {};
+}
+
+Result<std::size_t> SmcrConnection::sendHeld(std::span<const std::byte> data, Deadline deadline,
+                                             bool nonBlocking)
+{
     for (;;) {
         std::size_t space = 0;
         cdc::Cursor at;
@@ -92,18 +139,13 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
                 return std::make_error_code(std::errc::timed_out);
             continue;
         }
-        MutexLocker tx(txMutex_);
-        Wire out;
-        {
-            MutexLocker lock(mutex_);
-            if (closed_ || aborted_)
-                return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
-            (void)stream_.produce(n); // n <= the space it reported, and only we produce
-            produced_ += n;
-            bytesSent_ += n;
-            out = build(data.size() - n);
-        }
-        transmit(out);
+        MutexLocker lock(mutex_);
+        if (closed_ || aborted_)
+            return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
+        (void)stream_.produce(n); // n <= the space it reported, and only we produce
+        produced_ += n;
+        bytesSent_ += n;
+        unannounced_ += n; // send() announces them, or leaves that to the next sender
         return n;
     }
 }

@@ -2,6 +2,7 @@
 // Socket: a connection on SMC or TCP behind one API; connect runs the client handshake.
 #include "smc/socket/socket.h"
 
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -60,18 +61,20 @@ void SocketImpl::refresh() noexcept
     ready->set(path_->readable(), path_->writable());
 }
 
-Result<std::size_t> SocketImpl::send(std::span<const std::byte> data)
+Result<std::size_t> SocketImpl::send(std::span<const std::byte> data, SendFlags flags)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
     const Deadline deadline = net::deadlineAfter(options_.sendTimeout);
+    const bool more = flags == SendFlags::More;
     if (path_) {
-        Result<std::size_t> n = path_->send(data, deadline, nonBlocking_);
+        Result<std::size_t> n = path_->send(data, deadline, nonBlocking_, more || corked_);
         refresh();
         return n;
     }
+    const int tcpFlags = MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0);
     for (;;) {
-        const ssize_t n = ::send(tcp_.get(), data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        const ssize_t n = ::send(tcp_.get(), data.data(), data.size(), tcpFlags);
         if (n >= 0)
             return static_cast<std::size_t>(n);
         if (errno != EAGAIN && errno != EINTR)
@@ -104,6 +107,25 @@ Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
         if (Result<short> r = net::waitFor(tcp_.get(), POLLIN, deadline); !r)
             return r.error();
     }
+}
+
+Result<void> SocketImpl::setCork(bool on)
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (!path_)
+        return net::setTcpOption(tcp_.get(), TCP_CORK, on);
+    corked_ = on;
+    return on ? Result<void>() : path_->flush();
+}
+
+Result<void> SocketImpl::setNoDelay(bool on)
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (!path_)
+        return net::setTcpOption(tcp_.get(), TCP_NODELAY, on);
+    return on ? path_->flush() : Result<void>();
 }
 
 Result<void> SocketImpl::shutdown(Shutdown how)
@@ -205,7 +227,7 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
     }
     if (auto* smcr = std::get_if<net::SmcrSetup>(&*outcome)) {
         Result<std::unique_ptr<net::SmcrConnection>> conn = net::SmcrConnection::create(
-            smcr->group, smcr->conn, smcr->peerToken, smcr->peerRmbBytes);
+            smcr->group, smcr->conn, smcr->peerToken, smcr->peerRmbBytes, options.autocorkBytes);
         if (!conn) {
             stack.countHandshakeError();
             return conn.error();
@@ -217,8 +239,9 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
         stack.enroll(impl);
         return impl;
     }
-    Result<std::unique_ptr<net::SmcdConnection>> conn = net::SmcdConnection::create(
-        stack, std::move(std::get<net::SmcdSetup>(*outcome)), options.busyPoll);
+    Result<std::unique_ptr<net::SmcdConnection>> conn =
+        net::SmcdConnection::create(stack, std::move(std::get<net::SmcdSetup>(*outcome)),
+                                    options.busyPoll, options.autocorkBytes);
     if (!conn) {
         stack.countHandshakeError();
         return conn.error();
@@ -261,11 +284,25 @@ Result<Socket> Socket::connect(SmcStack& stack, std::string_view host, std::uint
     return Socket(std::move(*impl));
 }
 
-Result<std::size_t> Socket::send(std::span<const std::byte> data)
+Result<std::size_t> Socket::send(std::span<const std::byte> data, SendFlags flags)
 {
     if (!impl_)
         return std::make_error_code(std::errc::not_connected);
-    return impl_->send(data);
+    return impl_->send(data, flags);
+}
+
+Result<void> Socket::setCork(bool on)
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->setCork(on);
+}
+
+Result<void> Socket::setNoDelay(bool on)
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->setNoDelay(on);
 }
 
 Result<std::size_t> Socket::recv(std::span<std::byte> into)

@@ -23,6 +23,9 @@ class ListenerImpl;
 
 enum class Shutdown : std::uint8_t { Read, Write, Both };
 
+// Per send: More is MSG_MORE (more follows at once: do not announce these bytes yet).
+enum class SendFlags : std::uint8_t { None, More };
+
 // One connection. Move-only: closing or destroying the handle ends the connection. Calls from
 // several threads are allowed: one sender and one receiver may run at once (sends are serialised
 // among themselves, receives too).
@@ -50,7 +53,11 @@ public:
 
     // Up to data.size() bytes; returns how many were taken (≥ 1 unless data is empty).
     // Blocks until some room or options.sendTimeout (negative: forever), unless non-blocking.
-    Result<std::size_t> send(std::span<const std::byte> data);
+    // SendFlags::More (MSG_MORE), or the socket corked: on SMC the bytes are not announced
+    // to the peer while its ring has room; the next send without either, setCork(false),
+    // setNoDelay(true), shutdown or close announces them (as Linux SMC: no 200 ms timer).
+    // Sends queued behind each other are corked by themselves (options.autocorkBytes).
+    Result<std::size_t> send(std::span<const std::byte> data, SendFlags flags = SendFlags::None);
     // Up to into.size() bytes; 0 at the end of the stream (the peer shut down writing).
     // Blocks until data, EOF or options.recvTimeout, unless non-blocking.
     Result<std::size_t> recv(std::span<std::byte> into);
@@ -70,6 +77,14 @@ public:
     // socket's. For TCP it is the TCP socket itself. Valid until close().
     int fd() const noexcept;
     void setNonBlocking(bool on) noexcept;
+    // TCP_CORK: on holds sends back as SendFlags::More does; off announces what is held.
+    // On TCP it is the TCP option. Errors: not_connected; on SMC-R, a CDC's (see shutdown).
+    // Blocks as shutdown(Write) at most.
+    Result<void> setCork(bool on);
+    // TCP_NODELAY (on by default here): on SMC, on announces what corking holds back (Linux
+    // flushes too) and off changes nothing; on TCP it is the TCP option. Errors and
+    // blocking as setCork.
+    Result<void> setNoDelay(bool on);
 
     bool connected() const noexcept;
     Transport transport() const noexcept;

@@ -58,6 +58,12 @@ struct SocketOptions {
     // seen in well under a microsecond instead of after two context switches; 0 sleeps at
     // once (no CPU spent waiting).
     std::chrono::microseconds busyPoll{20};
+    // Autocorking (Linux's net.smc.autocorking_size, seed 001): while other sends of this
+    // socket wait behind the one in progress, its bytes go into the peer's ring without being
+    // announced; the last send of the queue announces them all with one CDC and one doorbell.
+    // At most this many bytes stay unannounced; 0 turns it off. The last send of a queue is
+    // never held back, so a lone sender pays nothing for it.
+    std::size_t autocorkBytes = 64 * 1024;
 };
 
 // The stack's SMC-R device: what makes links, and what CLC announces of it.

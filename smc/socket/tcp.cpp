@@ -151,4 +151,12 @@ Result<SocketAddress> peerAddress(int fd)
     return a;
 }
 
+Result<void> setTcpOption(int fd, int option, bool on)
+{
+    const int value = on ? 1 : 0;
+    if (::setsockopt(fd, IPPROTO_TCP, option, &value, sizeof value) != 0)
+        return lastError();
+    return {};
+}
+
 } // namespace smc::net

@@ -51,6 +51,8 @@ Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog);
 // The address a socket is bound to (getsockname) or connected to (getpeername).
 Result<SocketAddress> localAddress(int fd);
 Result<SocketAddress> peerAddress(int fd);
+// An IPPROTO_TCP option on or off (TCP_CORK, TCP_NODELAY). Errors: setsockopt(2)'s.
+Result<void> setTcpOption(int fd, int option, bool on);
 
 // The error of the last call as an error_code.
 inline std::error_code lastError() noexcept

@@ -75,8 +75,8 @@ inline void pump(SmcrConnection& c, std::uint64_t total, std::uint32_t seed,
             buf[i] = at(sent + i, seed);
         std::size_t off = 0;
         while (off < n) {
-            Result<std::size_t> r =
-                c.send(std::span(buf).subspan(off, n - off), soon(), /*nonBlocking=*/false);
+            Result<std::size_t> r = c.send(std::span(buf).subspan(off, n - off), soon(),
+                                           /*nonBlocking=*/false, /*hold=*/false);
             if (!r) {
                 ADD_FAILURE() << "send at " << sent + off << ": " << r.error().message();
                 failed = true;

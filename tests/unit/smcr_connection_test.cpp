@@ -87,8 +87,8 @@ TEST(SmcrConnection, SmallAndOddSizesAcrossTheWrap)
             while (got < n) {
                 bool moved = false;
                 if (sent < n) {
-                    Result<std::size_t> r =
-                        c.client->send(std::span(out).subspan(sent, n - sent), soon(), true);
+                    Result<std::size_t> r = c.client->send(std::span(out).subspan(sent, n - sent),
+                                                           soon(), true, /*hold=*/false);
                     ASSERT_TRUE(r || r.error() == std::errc::resource_unavailable_try_again)
                         << r.error().message();
                     if (r) {
@@ -131,11 +131,11 @@ TEST(SmcrConnection, ShutdownWriteAndClose)
     Result<std::size_t> r = c.server->recv(b, soon(), false);
     ASSERT_TRUE(r);
     EXPECT_EQ(*r, 0u);
-    Result<std::size_t> s = c.client->send(b, soon(), false);
+    Result<std::size_t> s = c.client->send(b, soon(), false, /*hold=*/false);
     ASSERT_FALSE(s);
     EXPECT_EQ(s.error(), std::errc::broken_pipe);
     // The other way still works, half closed.
-    ASSERT_TRUE(c.server->send(b, soon(), false));
+    ASSERT_TRUE(c.server->send(b, soon(), false, /*hold=*/false));
     r = c.client->recv(b, soon(), false);
     ASSERT_TRUE(r);
     EXPECT_EQ(*r, b.size());
@@ -159,11 +159,11 @@ TEST(SmcrConnection, CloseWithUnreadDataAbortsThePeer)
     Conns c = open(p);
     ASSERT_TRUE(c.server && c.client);
     std::array<std::byte, 100> b{};
-    ASSERT_TRUE(c.client->send(b, soon(), false));
+    ASSERT_TRUE(c.client->send(b, soon(), false, /*hold=*/false));
     ASSERT_TRUE(test::eventually([&] { return c.server->readable(); }));
     c.server->close(); // 100 bytes unread: abort
     ASSERT_TRUE(test::eventually([&] {
-        Result<std::size_t> r = c.client->send(b, soon(), true);
+        Result<std::size_t> r = c.client->send(b, soon(), true, /*hold=*/false);
         return !r && r.error() == std::errc::connection_reset;
     }));
     Result<std::size_t> r = c.client->recv(b, soon(), false);
@@ -229,7 +229,7 @@ TEST(SmcrConnection, ACursorBeyondTheRingAbortsAndCorruptsNothing)
     std::array<std::byte, 100> good;
     for (std::size_t i = 0; i < good.size(); ++i)
         good[i] = at(i, 3);
-    ASSERT_TRUE(c.client->send(good, soon(), false));
+    ASSERT_TRUE(c.client->send(good, soon(), false, /*hold=*/false));
     ASSERT_TRUE(test::eventually([&] { return c.server->readable(); }));
     // A forged CDC on the client's link: producer far beyond the server's ring.
     cdc::CdcMessage forged;
@@ -252,7 +252,7 @@ TEST(SmcrConnection, ACursorBeyondTheRingAbortsAndCorruptsNothing)
     EXPECT_EQ(r.error(), std::errc::connection_reset);
     // The server told the client.
     ASSERT_TRUE(test::eventually([&] {
-        Result<std::size_t> s = c.client->send(good, soon(), true);
+        Result<std::size_t> s = c.client->send(good, soon(), true, /*hold=*/false);
         return !s && s.error() == std::errc::connection_reset;
     }));
     closeBoth(c);
@@ -295,7 +295,7 @@ TEST(SmcrConnection, ACdcForAnUnknownTokenIsDroppedAndCounted)
         test::eventually([&] { return p.server.group->stats().cdcUnknownToken == before + 3; }));
     // The connection did not notice.
     std::array<std::byte, 10> b{};
-    ASSERT_TRUE(c.client->send(b, soon(), false));
+    ASSERT_TRUE(c.client->send(b, soon(), false, /*hold=*/false));
     Result<std::size_t> r = c.server->recv(b, soon(), false);
     ASSERT_TRUE(r);
     EXPECT_EQ(*r, b.size());
@@ -317,7 +317,7 @@ TEST(SmcrConnection, NonBlockingCallsSayTryAgain)
     EXPECT_FALSE(c.server->readable());
     std::size_t sent = 0;
     for (;;) {
-        Result<std::size_t> s = c.client->send(b, soon(), true);
+        Result<std::size_t> s = c.client->send(b, soon(), true, /*hold=*/false);
         if (!s) {
             EXPECT_EQ(s.error(), std::errc::resource_unavailable_try_again);
             break;
@@ -338,7 +338,7 @@ TEST(SmcrConnection, NonBlockingCallsSayTryAgain)
     }
     ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "the window update came";
     c.client->drainEvents();
-    EXPECT_TRUE(c.client->send(b, soon(), true));
+    EXPECT_TRUE(c.client->send(b, soon(), true, /*hold=*/false));
     closeBoth(c);
     expectPoolsEmpty(p);
 }
@@ -355,7 +355,7 @@ TEST(SmcrConnection, TwoBlockedSendersDoNotBounceWriteBlockedCdcs)
         std::array<std::byte, 4096> b{};
         std::uint64_t sent = 0;
         for (;;) { // blocks once the peer's ring is full, until the deadline
-            Result<std::size_t> n = conn.send(b, soon(1s), false);
+            Result<std::size_t> n = conn.send(b, soon(1s), false, /*hold=*/false);
             if (!n) {
                 EXPECT_EQ(n.error(), std::errc::timed_out);
                 return sent;
@@ -389,7 +389,7 @@ TEST(SmcrConnection, TheGroupsEndIsAReset)
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::connection_reset);
     ASSERT_TRUE(test::eventually([&] { return c.client->readable(); }));
-    r = c.client->send(b, soon(), false);
+    r = c.client->send(b, soon(), false, /*hold=*/false);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::connection_reset);
     closeBoth(c);

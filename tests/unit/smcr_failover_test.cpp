@@ -37,13 +37,13 @@ TEST(SmcrConnection, NotWritableWhileALostLinkWaitsForFailover)
     }
     ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
     std::array<std::byte, 1000> b{};
-    Result<std::size_t> r = c.client->send(b, soon(), true);
+    Result<std::size_t> r = c.client->send(b, soon(), true, /*hold=*/false);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::resource_unavailable_try_again);
     EXPECT_FALSE(c.client->writable()) << "space in the ring, but no link to write on";
     hold.reset();
     ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover moved it";
-    EXPECT_TRUE(c.client->send(b, soon(), true));
+    EXPECT_TRUE(c.client->send(b, soon(), true, /*hold=*/false));
     closeBoth(c);
     expectPoolsEmpty(p);
 }
@@ -97,8 +97,8 @@ std::uint64_t pumpUntil(SmcrConnection& c, const std::atomic<bool>& stop, std::u
         for (std::size_t i = 0; i < step; ++i)
             buf[i] = at(sent + i, seed);
         for (std::size_t off = 0; off < step;) {
-            Result<std::size_t> r =
-                c.send(std::span(buf).subspan(off, step - off), soon(), /*nonBlocking=*/false);
+            Result<std::size_t> r = c.send(std::span(buf).subspan(off, step - off), soon(),
+                                           /*nonBlocking=*/false, /*hold=*/false);
             if (!r) {
                 ADD_FAILURE() << "send at " << sent + off << ": " << r.error().message();
                 failed = true;
@@ -178,7 +178,7 @@ TEST(SmcrConnection, ManyTinySendsToAPeerThatDoesNotReadSurviveAFailover)
     constexpr std::size_t kSends = 33'500; // fits the ring unread
     for (std::size_t i = 0; i < kSends; ++i) {
         const std::byte b = at(i, 6);
-        Result<std::size_t> r = c.client->send(std::span(&b, 1), soon(), false);
+        Result<std::size_t> r = c.client->send(std::span(&b, 1), soon(), false, /*hold=*/false);
         ASSERT_TRUE(r && *r == 1) << "send " << i;
     }
     ASSERT_TRUE(test::eventually([&] { return c.server->stats().cdcIn >= kSends; }));
@@ -195,7 +195,7 @@ TEST(SmcrConnection, ManyTinySendsToAPeerThatDoesNotReadSurviveAFailover)
     for (std::size_t i = 0; i < kSends; ++i)
         ASSERT_EQ(in[i], at(i, 6)) << "byte " << i;
     std::array<std::byte, 100> more{};
-    Result<std::size_t> s = c.client->send(more, soon(), false);
+    Result<std::size_t> s = c.client->send(more, soon(), false, /*hold=*/false);
     EXPECT_TRUE(s) << s.error().message();
     EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
     closeBoth(c);

@@ -15,6 +15,7 @@ namespace smc
 {
 
 enum class Shutdown : std::uint8_t;
+enum class SendFlags : std::uint8_t;
 
 class SocketImpl : public std::enable_shared_from_this<SocketImpl>
 {
@@ -27,7 +28,9 @@ public:
     // SMC from here on (SMC-D or SMC-R); watches the TCP socket for the peer's end.
     void start(std::unique_ptr<net::DataPath> path, Transport transport);
 
-    Result<std::size_t> send(std::span<const std::byte> data);
+    Result<std::size_t> send(std::span<const std::byte> data, SendFlags flags);
+    Result<void> setCork(bool on);
+    Result<void> setNoDelay(bool on);
     Result<std::size_t> recv(std::span<std::byte> into);
     Result<void> shutdown(Shutdown how);
     void close() noexcept;
@@ -51,6 +54,7 @@ private:
     std::unique_ptr<net::DataPath> path_;
     Transport transport_ = Transport::Tcp;
     std::atomic<bool> nonBlocking_{false};
+    std::atomic<bool> corked_{false};
     std::atomic<bool> closed_{false};
     std::atomic<int> tcpWatch_{-1};
     std::atomic<int> eventWatch_{-1};
