@@ -35,6 +35,13 @@ public:
     // Announces what corking held back (one CDC), if anything. Errors: not_connected
     // (closed). Blocks for at most one CDC (SMC-R: a send slot).
     virtual Result<void> flush() = 0;
+    // Socket::recvZeroCopy and releaseView: what arrived, as views of our ring where the
+    // transport has them and pieces are at least `threshold` bytes, the rest copied. Blocks
+    // as recv. Errors: recv's; operation_in_progress (a view is out; also for recv);
+    // releaseView: invalid_argument (none out), not_connected.
+    virtual Result<RecvView> recvView(std::span<std::byte> copy, std::size_t threshold,
+                                      Deadline deadline, bool nonBlocking) = 0;
+    virtual Result<void> releaseView() = 0;
     // done_writing to the peer. Errors: not_connected (closed). Blocks for at most one CDC
     // (SMC-R: a send slot).
     virtual Result<void> shutdownWrite() = 0;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <utility>
 
 #include "smc/cdc/cdc_ring.h"
 #include "smc/ism/shm_ism.h"
@@ -251,30 +252,27 @@ Result<std::size_t> SmcdConnection::sendHeld(std::span<const std::byte> data, De
     return n;
 }
 
-Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline deadline,
-                                         bool nonBlocking)
+Result<std::size_t> SmcdConnection::awaitReadable(Deadline deadline, bool nonBlocking,
+                                                  cdc::Cursor& at)
 {
-    MutexLocker receiving(recvMutex_);
-    std::size_t available = 0;
-    cdc::Cursor at;
     for (;;) {
         std::uint32_t seen = doorbellSeen();
         {
             MutexLocker lock(mutex_);
             if (closed_)
                 return std::make_error_code(std::errc::not_connected);
+            if (viewOut_ > 0)
+                return std::make_error_code(std::errc::operation_in_progress);
             absorb();
-            available = stream_.readable();
+            const std::size_t available = stream_.readable();
             at = stream_.consumer();
-            if (available == 0) {
-                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
-                    return std::make_error_code(std::errc::connection_reset);
-                if (stream_.peerConnFlags().any())
-                    return std::size_t{0};
-            }
+            if (available > 0)
+                return available;
+            if (aborted_ || stream_.peerConnFlags().peerConnAbort)
+                return std::make_error_code(std::errc::connection_reset);
+            if (stream_.peerConnFlags().any())
+                return std::size_t{0};
         }
-        if (available > 0 || into.empty())
-            break;
         if (nonBlocking)
             return std::make_error_code(std::errc::resource_unavailable_try_again);
         if (Result<void> r = wait(seen, deadline); !r)
@@ -282,22 +280,103 @@ Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline dea
         if (Clock::now() >= deadline)
             return std::make_error_code(std::errc::timed_out);
     }
-    const std::size_t n = std::min(available, into.size());
+}
+
+bool SmcdConnection::consumed(std::size_t n)
+{
+    (void)stream_.consume(n); // n <= what it reported readable, and only we consume
+    bytesReceived_ += n;
+    if (!stream_.wantConsumerUpdate())
+        return false;
+    publish();
+    return true;
+}
+
+Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline deadline,
+                                         bool nonBlocking)
+{
+    MutexLocker receiving(recvMutex_);
+    if (into.empty()) {
+        MutexLocker lock(mutex_);
+        return closed_ ? Result<std::size_t>(std::make_error_code(std::errc::not_connected))
+                       : Result<std::size_t>(std::size_t{0});
+    }
+    cdc::Cursor at;
+    Result<std::size_t> available = awaitReadable(deadline, nonBlocking, at);
+    if (!available || *available == 0)
+        return available;
+    const std::size_t n = std::min(*available, into.size());
     cdc::copyFromRing(ownRing(), at.count, into.first(n));
-    bool update = false;
+    bool ring = false;
     {
         MutexLocker lock(mutex_);
         if (closed_)
             return std::make_error_code(std::errc::not_connected);
-        (void)stream_.consume(n); // n <= what it reported readable, and only we consume
-        bytesReceived_ += n;
-        update = stream_.wantConsumerUpdate();
-        if (update)
-            publish();
+        ring = consumed(n);
     }
-    if (update)
+    if (ring)
         ringPeer();
     return n;
+}
+
+Result<RecvView> SmcdConnection::recvView(std::span<std::byte> copy, std::size_t threshold,
+                                          Deadline deadline, bool nonBlocking)
+{
+    MutexLocker receiving(recvMutex_);
+    cdc::Cursor at;
+    Result<std::size_t> available = awaitReadable(deadline, nonBlocking, at);
+    if (!available)
+        return available.error();
+    RecvView v;
+    if (*available == 0)
+        return v;
+    const std::span<const std::byte> ring = ownRing();
+    if (*available < threshold && !copy.empty()) { // a short read: copied, as recv does
+        v.copied = cdc::copyFromRing(ring, at.count, copy.first(std::min(*available, copy.size())));
+        bool rung = false;
+        {
+            MutexLocker lock(mutex_);
+            if (closed_)
+                return std::make_error_code(std::errc::not_connected);
+            rung = consumed(v.copied);
+        }
+        if (rung)
+            ringPeer();
+        return v;
+    }
+    // The peer writes only past our consumer cursor, which stays put until releaseView():
+    // the view is ours alone until then.
+    const auto pieces = cdc::ringPieces(ring, at.count, *available);
+    v.view[0] = pieces[0];
+    if (pieces[1].size() >= threshold) {
+        v.view[1] = pieces[1];
+    } else { // the straggler past the wrap
+        v.copied = std::min(pieces[1].size(), copy.size());
+        if (v.copied > 0)
+            std::memcpy(copy.data(), pieces[1].data(), v.copied);
+    }
+    MutexLocker lock(mutex_);
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    viewOut_ = v.size();
+    return v;
+}
+
+Result<void> SmcdConnection::releaseView()
+{
+    MutexLocker receiving(recvMutex_); // close() releases the peer's mapping after us
+    bool ring = false;
+    {
+        MutexLocker lock(mutex_);
+        if (closed_)
+            return std::make_error_code(std::errc::not_connected);
+        if (viewOut_ == 0)
+            return std::make_error_code(std::errc::invalid_argument);
+        ring = consumed(std::exchange(viewOut_, 0));
+    }
+    if (ring)
+        ringPeer();
+    return {};
 }
 
 Result<void> SmcdConnection::flush()

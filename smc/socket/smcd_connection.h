@@ -50,6 +50,9 @@ public:
                              bool hold) override;
     Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                              bool nonBlocking) override;
+    Result<RecvView> recvView(std::span<std::byte> copy, std::size_t threshold, Deadline deadline,
+                              bool nonBlocking) override;
+    Result<void> releaseView() override;
     Result<void> flush() override;
     Result<void> shutdownWrite() override;
     void close() noexcept override;
@@ -76,6 +79,12 @@ private:
     // send() without the corking: the bytes into the peer's ring, unannounced.
     Result<std::size_t> sendHeld(std::span<const std::byte> data, Deadline deadline,
                                  bool nonBlocking) SMC_REQUIRES(sendMutex_);
+    // Waits for bytes to read (recv's loop): how many, and where; 0 at the orderly end.
+    Result<std::size_t> awaitReadable(Deadline deadline, bool nonBlocking, cdc::Cursor& at)
+        SMC_REQUIRES(recvMutex_);
+    // After the receiver took n bytes: the consumer cursor moves, the peer hears of it when
+    // the window update rule says so. True if the peer must be rung.
+    bool consumed(std::size_t n) SMC_REQUIRES(mutex_);
     // A send is leaving: announce what it left unannounced, unless `hold` or a send queued
     // behind it (`behind`) may. True if the peer must be rung.
     bool settle(bool hold, bool behind, std::size_t pending) SMC_REQUIRES(mutex_);
@@ -107,6 +116,7 @@ private:
     bool aborted_ SMC_GUARDED_BY(mutex_) = false; // the peer broke the protocol, or died
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
     std::size_t unannounced_ SMC_GUARDED_BY(mutex_) = 0; // produced, not yet in a CDC
+    std::size_t viewOut_ SMC_GUARDED_BY(mutex_) = 0;     // recvView handed out, not released
     std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
 };

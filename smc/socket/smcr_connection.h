@@ -75,6 +75,10 @@ public:
     Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                              bool nonBlocking) override;
     // done_writing to the peer. Errors: not_connected (closed). Never blocks beyond one send.
+    // No views (the group may take our RMB back when it ends): every byte is copied.
+    Result<RecvView> recvView(std::span<std::byte> copy, std::size_t threshold, Deadline deadline,
+                              bool nonBlocking) override;
+    Result<void> releaseView() override;
     Result<void> flush() override;
     Result<void> shutdownWrite() override;
     // closed (or abort, when unread bytes are left) to the peer; the connection is closed in

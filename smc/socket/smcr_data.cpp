@@ -208,6 +208,26 @@ Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline dea
     return n;
 }
 
+Result<RecvView> SmcrConnection::recvView(std::span<std::byte> copy, std::size_t /*threshold*/,
+                                          Deadline deadline, bool nonBlocking)
+{
+    if (copy.empty())
+        return std::make_error_code(std::errc::invalid_argument); // recv would return 0: EOF
+    Result<std::size_t> n = recv(copy, deadline, nonBlocking);
+    if (!n)
+        return n.error();
+    RecvView v;
+    v.copied = *n;
+    return v;
+}
+
+Result<void> SmcrConnection::releaseView()
+{
+    MutexLocker lock(mutex_);
+    return closed_ ? std::make_error_code(std::errc::not_connected)
+                   : std::make_error_code(std::errc::invalid_argument);
+}
+
 Result<void> SmcrConnection::shutdownWrite()
 {
     MutexLocker tx(txMutex_);

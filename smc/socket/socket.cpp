@@ -109,6 +109,37 @@ Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
     }
 }
 
+Result<RecvView> SocketImpl::recvZeroCopy(std::span<std::byte> copyBuffer)
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (!path_) { // TCP: all of it copied
+        if (copyBuffer.empty())
+            return std::make_error_code(std::errc::invalid_argument);
+        Result<std::size_t> n = recv(copyBuffer);
+        if (!n)
+            return n.error();
+        RecvView v;
+        v.copied = *n;
+        return v;
+    }
+    Result<RecvView> v = path_->recvView(copyBuffer, options_.zeroCopyThreshold,
+                                         net::deadlineAfter(options_.recvTimeout), nonBlocking_);
+    refresh();
+    return v;
+}
+
+Result<void> SocketImpl::releaseView()
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    if (!path_)
+        return std::make_error_code(std::errc::invalid_argument);
+    Result<void> r = path_->releaseView();
+    refresh();
+    return r;
+}
+
 Result<void> SocketImpl::setCork(bool on)
 {
     if (closed_)
@@ -289,6 +320,20 @@ Result<std::size_t> Socket::send(std::span<const std::byte> data, SendFlags flag
     if (!impl_)
         return std::make_error_code(std::errc::not_connected);
     return impl_->send(data, flags);
+}
+
+Result<RecvView> Socket::recvZeroCopy(std::span<std::byte> copyBuffer)
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->recvZeroCopy(copyBuffer);
+}
+
+Result<void> Socket::releaseView()
+{
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->releaseView();
 }
 
 Result<void> Socket::setCork(bool on)

@@ -61,6 +61,16 @@ public:
     // Up to into.size() bytes; 0 at the end of the stream (the peer shut down writing).
     // Blocks until data, EOF or options.recvTimeout, unless non-blocking.
     Result<std::size_t> recv(std::span<std::byte> into);
+    // Zero-copy receive with a hybrid copy (seed 002; Linux's TCP_ZEROCOPY_RECEIVE): on SMC-D
+    // a view of what arrived, in place in our receive ring (two spans when it wraps), valid
+    // until releaseView() or close(); what is below options.zeroCopyThreshold (a short read,
+    // or the piece past the wrap) is copied into `copyBuffer` instead, in the same call. On
+    // SMC-R and TCP everything is copied (a recv into copyBuffer). Nothing: end of stream.
+    // Blocks and fails as recv, and with operation_in_progress while a view is out.
+    Result<RecvView> recvZeroCopy(std::span<std::byte> copyBuffer);
+    // Done with the view (and the bytes copied with it): the peer may write there again.
+    // Errors: invalid_argument (no view out), not_connected. Never blocks.
+    Result<void> releaseView();
     // Read: later receives see the end; Write: the peer sees the end of the stream once what
     // was sent is read. Errors: not_connected. Does not block (sent data is already out),
     // beyond one CDC on SMC-R (a send slot: up to 10 s when the link is congested).

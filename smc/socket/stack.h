@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,19 @@ struct SocketOptions {
     // At most this many bytes stay unannounced; 0 turns it off. The last send of a queue is
     // never held back, so a lone sender pays nothing for it.
     std::size_t autocorkBytes = 64 * 1024;
+    // Socket::recvZeroCopy copies instead of handing out a view below this many bytes: a
+    // read this small, or the piece of one past the ring's wrap (a straggler). Below it a
+    // copy costs less than the application's extra release call (bench/zerocopy_recv).
+    std::size_t zeroCopyThreshold = 4096;
+};
+
+// What Socket::recvZeroCopy handed out, in stream order: view[0], view[1], then the first
+// `copied` bytes of the caller's buffer. Nothing at all: the end of the stream.
+struct RecvView {
+    std::array<std::span<const std::byte>, 2> view{}; // in our receive ring (SMC-D)
+    std::size_t copied = 0;
+    std::size_t viewBytes() const noexcept { return view[0].size() + view[1].size(); }
+    std::size_t size() const noexcept { return viewBytes() + copied; }
 };
 
 // The stack's SMC-R device: what makes links, and what CLC announces of it.

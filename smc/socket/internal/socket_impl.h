@@ -32,6 +32,8 @@ public:
     Result<void> setCork(bool on);
     Result<void> setNoDelay(bool on);
     Result<std::size_t> recv(std::span<std::byte> into);
+    Result<RecvView> recvZeroCopy(std::span<std::byte> copyBuffer);
+    Result<void> releaseView();
     Result<void> shutdown(Shutdown how);
     void close() noexcept;
     int fd();
