@@ -33,7 +33,10 @@ struct Column {
 double streamCell(SmcStack& stack, const PeerProcess& peer, const Column& column, std::size_t bytes,
                   unsigned senders, double seconds)
 {
-    Socket s = peer.connect(stack, column.transport, column.autocork);
+    Socket s = peer.connect(stack, column.transport, [&](SocketOptions& o) {
+        if (!column.autocork)
+            o.autocorkBytes = 0;
+    });
     const std::array<std::byte, 1> command{static_cast<std::byte>(PeerCommand::Sink)};
     if (!s.send(command))
         die("send", std::make_error_code(std::errc::io_error));

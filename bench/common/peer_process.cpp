@@ -66,6 +66,19 @@ void serve(Socket s)
     std::uint32_t size = 0;
     if (!readExactly(s, std::as_writable_bytes(std::span(&size, 1))) || size > (64u << 20))
         return;
+    if (static_cast<PeerCommand>(command[0]) == PeerCommand::Source) {
+        std::uint64_t count = 0;
+        if (!readExactly(s, std::as_writable_bytes(std::span(&count, 1))))
+            return;
+        const std::vector<std::byte> msg(size, std::byte{0x5a});
+        for (std::uint64_t i = 0; i < count; ++i)
+            if (!writeAll(s, msg))
+                return;
+        (void)s.shutdown(Shutdown::Write);
+        std::array<std::byte, 1> end{};
+        (void)s.recv(end); // until the client closes
+        return;
+    }
     std::vector<std::byte> msg(size);
     while (readExactly(s, msg) && writeAll(s, msg)) {
     }
@@ -204,14 +217,15 @@ std::unique_ptr<SmcStack> PeerProcess::clientStack() const
     return makeStack(setup_.smcrDevice);
 }
 
-Socket PeerProcess::connect(SmcStack& stack, Transport transport, bool autocork) const
+Socket PeerProcess::connect(SmcStack& stack, Transport transport,
+                            const std::function<void(SocketOptions&)>& tweak) const
 {
     const std::uint16_t port = transport == Transport::SmcD   ? smcdPort_
                                : transport == Transport::SmcR ? smcrPort_
                                                               : tcpPort_;
     SocketOptions options = optionsFor(transport, setup_.busyPollUs);
-    if (!autocork)
-        options.autocorkBytes = 0;
+    if (tweak)
+        tweak(options);
     Result<Socket> s = Socket::connect(stack, setup_.host, port, options);
     if (!s)
         die("connect", s.error());

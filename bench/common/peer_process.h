@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,8 +17,10 @@ namespace smc::bench
 
 // What a benchmark connection asks the serving process for (its first byte).
 enum class PeerCommand : char {
-    Sink = 'S', // read until EOF, then answer the byte count (8 bytes, host order)
-    Echo = 'E', // then a 4-byte message size: echo every message of that size until EOF
+    Sink = 'S',   // read until EOF, then answer the byte count (8 bytes, host order)
+    Echo = 'E',   // then a 4-byte message size: echo every message of that size until EOF
+    Source = 'O', // then a 4-byte message size and an 8-byte count: send that many messages
+                  // of that size (bytes 0x5a), then shut down writing
 };
 
 // How both processes of a run are set up.
@@ -47,8 +50,9 @@ public:
     // The client's stack (with the SMC-R device when set up).
     std::unique_ptr<SmcStack> clientStack() const;
     // A connection to the peer over `transport`; dies unless that transport was chosen.
-    // `autocork` false: SocketOptions::autocorkBytes 0 on our end.
-    Socket connect(SmcStack& stack, Transport transport, bool autocork = true) const;
+    // `tweak` changes our end's options (autocorking, zero-copy threshold).
+    Socket connect(SmcStack& stack, Transport transport,
+                   const std::function<void(SocketOptions&)>& tweak = {}) const;
 
 private:
     PeerSetup setup_;
