@@ -41,9 +41,12 @@ void recvAll(Socket& s, std::span<std::byte> into)
 
 // Round trips of `bytes` for `seconds`, in µs.
 std::vector<double> pingpongCell(SmcStack& stack, const PeerProcess& peer, Transport t,
-                                 std::uint32_t bytes, double seconds)
+                                 std::uint32_t bytes, double seconds, bool autocork = true)
 {
-    Socket s = peer.connect(stack, t);
+    Socket s = peer.connect(stack, t, [&](SocketOptions& o) {
+        if (!autocork)
+            o.autocorkBytes = 0;
+    });
     std::vector<std::byte> hello(5);
     hello[0] = static_cast<std::byte>(PeerCommand::Echo);
     std::memcpy(hello.data() + 1, &bytes, 4);
@@ -79,7 +82,8 @@ int main(int argc, char** argv)
               "One connection per cell to a server process (this program, re-run) that echoes\n"
               "each message; round trips for S seconds, p50 and p99 in microseconds. SMC-D and\n"
               "TCP, and SMC-R over DEVICE if given; on ADDR (default 127.0.0.1; SMC-R needs an\n"
-              "address whose subnet the device's GID is in).\n");
+              "address whose subnet the device's GID is in). Then SMC-D without autocorking:\n"
+              "what corking costs a lone request (cork/nocork p50).\n");
     args.real("--seconds", seconds, 0, 3600)
         .wholeList("--sizes", sizes, 1, 16u << 20)
         .text("--csv", csv)
@@ -102,7 +106,7 @@ int main(int argc, char** argv)
     for (Transport t : transports)
         if (t != Transport::Tcp)
             std::printf(" %4s/tcp p50", columnName(t));
-    std::printf("\n");
+    std::printf(" nocork p50 cork/nocork\n");
     for (unsigned bytes : sizes) {
         std::vector<double> p50, p99;
         for (Transport t : transports) {
@@ -110,16 +114,21 @@ int main(int argc, char** argv)
             p50.push_back(percentile(rtts, 0.5));
             p99.push_back(percentile(rtts, 0.99));
         }
+        const std::vector<double> nocork =
+            pingpongCell(*stack, peer, Transport::SmcD, bytes, seconds, false);
         std::printf("%10u", bytes);
         for (std::size_t i = 0; i < p50.size(); ++i)
             std::printf(" %9.1f %9.1f", p50[i], p99[i]);
         for (std::size_t i = 0; i + 1 < p50.size(); ++i)
             std::printf(" %11.2fx", p50[i] / p50.back());
-        std::printf("\n");
+        std::printf(" %10.1f %10.2fx\n", percentile(nocork, 0.5), p50[0] / percentile(nocork, 0.5));
         std::fflush(stdout);
         for (std::size_t i = 0; out && i < p50.size(); ++i)
             out << columnName(transports[i]) << ',' << bytes << ',' << p50[i] << ',' << p99[i]
                 << '\n';
+        if (out)
+            out << "smcd-nocork," << bytes << ',' << percentile(nocork, 0.5) << ','
+                << percentile(nocork, 0.99) << '\n';
     }
     return 0;
 }
