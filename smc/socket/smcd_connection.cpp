@@ -106,9 +106,7 @@ bool SmcdConnection::settle(bool hold, bool behind, std::size_t pending)
         return false;
     // A full ring is announced at once: only the peer's reading can make room.
     const bool full = stream_.sendSpace() == 0;
-    if (!full && hold)
-        return false;
-    if (!full && behind && unannounced_ <= autocorkBytes_)
+    if (!full && (hold || (behind && unannounced_ <= autocorkBytes_)))
         return false;
     publish(pending);
     return true;
