@@ -61,4 +61,18 @@ public:
     virtual void drainEvents() noexcept = 0;
 };
 
+// recvZeroCopy where there are no views: `recv` into `copy`, all of it copied. An empty
+// buffer is refused (invalid_argument): its 0 would read as the end of the stream.
+template <typename Recv> Result<RecvView> copiedView(std::span<std::byte> copy, Recv&& recv)
+{
+    if (copy.empty())
+        return std::make_error_code(std::errc::invalid_argument);
+    Result<std::size_t> n = recv(copy);
+    if (!n)
+        return n.error();
+    RecvView v;
+    v.copied = *n;
+    return v;
+}
+
 } // namespace smc::net

@@ -196,7 +196,7 @@ Result<std::size_t> SmcdConnection::send(std::span<const std::byte> data, Deadli
     bool ring = false;
     {
         MutexLocker lock(mutex_);
-        ring = settle(hold, behind && autocorkBytes_ > 0, data.size() - (n ? *n : 0));
+        ring = settle(hold, behind, data.size() - (n ? *n : 0));
     }
     if (ring)
         ringPeer();

@@ -30,7 +30,7 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
     std::optional<Wire> out;
     {
         MutexLocker lock(mutex_);
-        out = settle(hold, behind && autocorkBytes_ > 0, data.size() - (n ? *n : 0));
+        out = settle(hold, behind, data.size() - (n ? *n : 0));
     }
     if (out)
         transmit(*out);
@@ -211,14 +211,8 @@ Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline dea
 Result<RecvView> SmcrConnection::recvView(std::span<std::byte> copy, std::size_t /*threshold*/,
                                           Deadline deadline, bool nonBlocking)
 {
-    if (copy.empty())
-        return std::make_error_code(std::errc::invalid_argument); // recv would return 0: EOF
-    Result<std::size_t> n = recv(copy, deadline, nonBlocking);
-    if (!n)
-        return n.error();
-    RecvView v;
-    v.copied = *n;
-    return v;
+    return copiedView(copy,
+                      [&](std::span<std::byte> into) { return recv(into, deadline, nonBlocking); });
 }
 
 Result<void> SmcrConnection::releaseView()

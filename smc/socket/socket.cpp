@@ -113,16 +113,9 @@ Result<RecvView> SocketImpl::recvZeroCopy(std::span<std::byte> copyBuffer)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (!path_) { // TCP: all of it copied
-        if (copyBuffer.empty())
-            return std::make_error_code(std::errc::invalid_argument);
-        Result<std::size_t> n = recv(copyBuffer);
-        if (!n)
-            return n.error();
-        RecvView v;
-        v.copied = *n;
-        return v;
-    }
+    if (!path_) // TCP
+        return net::copiedView(copyBuffer,
+                               [this](std::span<std::byte> into) { return recv(into); });
     Result<RecvView> v = path_->recvView(copyBuffer, options_.zeroCopyThreshold,
                                          net::deadlineAfter(options_.recvTimeout), nonBlocking_);
     refresh();
