@@ -59,6 +59,14 @@ Result<void> readExactly(int fd, std::span<std::byte> into, Deadline deadline)
     return {};
 }
 
+// What a whole header's length field claims, at least the header: how much of a malformed
+// message goes, so the stream stays where its sender thinks it is.
+std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
+{
+    return std::max<std::size_t>(clc::kHeaderSize, std::to_integer<std::size_t>(head[5]) << 8 |
+                                                       std::to_integer<std::size_t>(head[6]));
+}
+
 } // namespace
 
 Result<bool> startsWithClc(int fd, Deadline deadline)
@@ -76,6 +84,36 @@ Result<bool> startsWithClc(int fd, Deadline deadline)
     return true;
 }
 
+Result<bool> skipClc(int fd, std::size_t& left)
+{
+    if (left == kClcSizeUnknown) {
+        std::array<std::byte, clc::kHeaderSize> head{};
+        const ssize_t n = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0)
+            return errno == EAGAIN || errno == EINTR ? Result<bool>(false)
+                                                     : Result<bool>(lastError());
+        if (n == 0)
+            return true; // the end: recv reports it
+        Result<std::size_t> size = clc::messageSize(std::span(head).first(std::size_t(n)));
+        if (!size && std::size_t(n) < head.size())
+            return true; // not CLC: the application's bytes
+        if (std::size_t(n) < head.size())
+            return false;
+        left = size ? *size : claimedSize(head); // malformed: as readClc takes it
+    }
+    std::array<std::byte, 512> junk;
+    while (left > 0) {
+        const ssize_t n = ::recv(fd, junk.data(), std::min(left, junk.size()), MSG_DONTWAIT);
+        if (n == 0)
+            return true;
+        if (n < 0)
+            return errno == EAGAIN || errno == EINTR ? Result<bool>(false)
+                                                     : Result<bool>(lastError());
+        left -= static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
 Result<clc::Message> readClc(int fd, Deadline deadline)
 {
     std::array<std::byte, clc::kHeaderSize> head{};
@@ -87,9 +125,7 @@ Result<clc::Message> readClc(int fd, Deadline deadline)
         // A header whose length or version does not fit: the sender's framing is its
         // length field, so that many bytes (at least the header) go, and the stream stays
         // where the sender thinks it is.
-        const std::size_t claimed =
-            std::max<std::size_t>(clc::kHeaderSize, std::to_integer<std::size_t>(head[5]) << 8 |
-                                                        std::to_integer<std::size_t>(head[6]));
+        const std::size_t claimed = claimedSize(head);
         std::vector<std::byte> junk(claimed);
         if (Result<void> r = readExactly(fd, junk, deadline); !r)
             return r.error();

@@ -21,6 +21,14 @@ Result<bool> startsWithClc(int fd, Deadline deadline);
 // deadline.
 Result<clc::Message> readClc(int fd, Deadline deadline);
 
+// Discards the peer's first CLC message when it was declined unread (a listener past its
+// handshake limit), a step at a time on a non-blocking socket: true once it is gone (or the
+// stream ended, or does not start with CLC: then nothing is consumed, the bytes are the
+// application's), false while more of it has to come. `left`: the bytes of it still to go,
+// kClcSizeUnknown before its header is complete. Errors: recv's errno. Never blocks.
+inline constexpr std::size_t kClcSizeUnknown = static_cast<std::size_t>(-1);
+Result<bool> skipClc(int fd, std::size_t& left);
+
 // Writes one message whole. Errors: ClcErrc (encode), timed_out, broken_pipe and send's
 // other errnos. Blocks up to the deadline for socket buffer room.
 Result<void> writeClc(int fd, const clc::Message& message, Deadline deadline);

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Listener: TCP accepts on the epoll thread, handshakes on blocking threads, a ready queue.
+// Listener: TCP accepts on the epoll thread, handshakes on the stack's pool, a ready queue.
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <deque>
+#include <utility>
 
+#include "smc/socket/clc_io.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
@@ -15,8 +18,11 @@ namespace smc
 Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
                                               const SocketOptions& options);
 
-// Admission never waits for a handshake: the epoll thread only accepts and hands each new
-// TCP connection to a blocking thread, which runs CLC and queues the outcome.
+// Admission never waits for a handshake (seed 003): the epoll thread accepts and hands each
+// new TCP connection to the stack's handshake pool, which runs CLC and queues the outcome.
+// Past options.handshakeLimit pending handshakes a new connection is declined at once and
+// goes to TCP. options.sharedAcceptQueue runs the accepting on the pool instead, behind the
+// handshakes (the old design, for comparison).
 class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
 {
 public:
@@ -27,10 +33,34 @@ public:
 
     void start()
     {
+        MutexLocker lock(mutex_);
+        watchLocked();
+    }
+
+    // The epoll thread, whenever the listening socket is readable.
+    void onReadable() noexcept
+    {
+        if (!options_.sharedAcceptQueue) {
+            acceptAll();
+            return;
+        }
+        // Level-triggered: stop watching until the pool has run the accepting.
+        int id = -1;
+        {
+            MutexLocker lock(mutex_);
+            id = std::exchange(watch_, -1);
+        }
+        if (id < 0)
+            return;                    // closed, or the accepting is queued already
+        stack_.executor().unwatch(id); // from its own callback: does not wait
         std::weak_ptr<ListenerImpl> self = weak_from_this();
-        watch_ = stack_.executor().watch(tcp_.get(), [self] {
-            if (auto l = self.lock())
+        stack_.handshakes().postBlocking([self] {
+            if (auto l = self.lock()) {
                 l->acceptAll();
+                MutexLocker lock(l->mutex_);
+                if (!l->closed_)
+                    l->watchLocked();
+            }
         });
     }
 
@@ -40,18 +70,53 @@ public:
             const int fd = ::accept4(tcp_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0)
                 return; // EAGAIN, or an error the next readiness reports again
-            auto child = std::make_shared<UniqueFd>(fd);
-            std::weak_ptr<ListenerImpl> self = weak_from_this();
-            stack_.executor().postBlocking([self, child] {
-                auto l = self.lock();
-                if (!l)
-                    return;
-                Result<std::shared_ptr<SocketImpl>> impl =
-                    establish(l->stack_, std::move(*child), true, l->options_);
-                if (impl)
-                    l->push(std::move(*impl));
-            });
+            admit(UniqueFd(fd));
         }
+    }
+
+    void admit(UniqueFd fd) noexcept
+    {
+        if (options_.mode == Mode::Tcp) { // no CLC: nothing that waits
+            if (Result<std::shared_ptr<SocketImpl>> impl =
+                    establish(stack_, std::move(fd), true, options_))
+                push(std::move(*impl));
+            return;
+        }
+        const std::size_t limit = options_.sharedAcceptQueue ? 0 : options_.handshakeLimit;
+        if (limit > 0 && pending_.load(std::memory_order_relaxed) >= limit) {
+            decline(std::move(fd));
+            return;
+        }
+        pending_.fetch_add(1, std::memory_order_relaxed);
+        auto child = std::make_shared<UniqueFd>(std::move(fd));
+        std::weak_ptr<ListenerImpl> self = weak_from_this();
+        stack_.handshakes().postBlocking([self, child] {
+            auto l = self.lock();
+            if (!l)
+                return;
+            Result<std::shared_ptr<SocketImpl>> impl =
+                establish(l->stack_, std::move(*child), true, l->options_);
+            l->pending_.fetch_sub(1, std::memory_order_relaxed);
+            if (impl)
+                l->push(std::move(*impl));
+        });
+    }
+
+    // Too many handshakes pending: TCP at once. The DECLINE goes before the PROPOSAL is read
+    // (a few bytes into an empty send buffer: it does not wait); the socket's first receive
+    // discards the PROPOSAL. PEERNOSMC, as a Linux client sees it when the server's
+    // limit_smc_hs leaves the SMC option out of the SYN-ACK.
+    void decline(UniqueFd fd) noexcept
+    {
+        const clc::DeclineCode reason = clc::DeclineCode::PeerNoSmc;
+        (void)net::writeClc(fd.get(), clc::makeDecline(reason, clc::kVersion1, {}),
+                            net::Clock::now());
+        stack_.countHandshakeLimited();
+        stack_.countFallback(true, reason);
+        auto impl = std::make_shared<SocketImpl>(stack_, std::move(fd), true, options_, reason);
+        impl->skipPeerClc();
+        stack_.enroll(impl);
+        push(std::move(impl));
     }
 
     void push(std::shared_ptr<SocketImpl> impl)
@@ -92,14 +157,16 @@ public:
 
     void close() noexcept
     {
-        if (const int id = std::exchange(watch_, -1); id >= 0)
-            stack_.executor().unwatch(id);
+        int id = -1;
         std::deque<std::shared_ptr<SocketImpl>> left;
         {
             MutexLocker lock(mutex_);
             closed_ = true;
+            id = std::exchange(watch_, -1);
             left.swap(queue_);
         }
+        if (id >= 0) // waits for a running callback, which takes mutex_
+            stack_.executor().unwatch(id);
         wake_.notify_all();
         for (auto& s : left)
             s->close();
@@ -114,12 +181,22 @@ public:
     }
 
 private:
+    void watchLocked() SMC_REQUIRES(mutex_)
+    {
+        std::weak_ptr<ListenerImpl> self = weak_from_this();
+        watch_ = stack_.executor().watch(tcp_.get(), [self] {
+            if (auto l = self.lock())
+                l->onReadable();
+        });
+    }
+
     SmcStack& stack_;
     UniqueFd tcp_;
     const SocketOptions options_;
-    UniqueFd ready_; // an eventfd: readable while the queue holds a connection
-    int watch_ = -1;
+    UniqueFd ready_;                      // an eventfd: readable while the queue holds a connection
+    std::atomic<std::size_t> pending_{0}; // handshakes queued or running
     Mutex mutex_;
+    int watch_ SMC_GUARDED_BY(mutex_) = -1;
     ConditionVariable wake_;
     bool closed_ SMC_GUARDED_BY(mutex_) = false;
     std::deque<std::shared_ptr<SocketImpl>> queue_ SMC_GUARDED_BY(mutex_);

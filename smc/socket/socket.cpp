@@ -96,6 +96,17 @@ Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
         refresh();
         return n;
     }
+    while (clcLeft_ > 0) { // the PROPOSAL we declined unread is not the application's
+        Result<bool> gone = net::skipClc(tcp_.get(), clcLeft_);
+        if (!gone)
+            return gone.error();
+        if (*gone)
+            clcLeft_ = 0;
+        else if (nonBlocking_)
+            return std::make_error_code(std::errc::resource_unavailable_try_again);
+        else if (Result<short> r = net::waitFor(tcp_.get(), POLLIN, deadline); !r)
+            return r.error();
+    }
     for (;;) {
         const ssize_t n = ::recv(tcp_.get(), into.data(), into.size(), MSG_DONTWAIT);
         if (n >= 0)

@@ -108,10 +108,13 @@ SmcStack::SmcStack(StackConfig config, Executor& executor, clc::Eid ueid)
 Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
 {
     const std::optional<clc::Eid> ueid = clc::makeEid(config.ueid);
-    if (!ueid)
+    if (!ueid || config.handshakeThreads == 0)
         return std::make_error_code(std::errc::invalid_argument);
     Executor& executor = config.executor ? *config.executor : Executor::shared();
     std::unique_ptr<SmcStack> stack(new SmcStack(config, executor, *ueid));
+    // Only blocking threads: a handshake waits for its peer's CLC.
+    stack->handshakes_ = std::make_unique<Executor>(
+        Executor::Config{.threads = 0, .maxBlocking = config.handshakeThreads});
     Result<std::unique_ptr<ShmIsm>> device = ShmIsm::open(executor);
     if (!device)
         return device.error();
@@ -134,7 +137,8 @@ Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
 
 SmcStack::~SmcStack()
 {
-    smcr_.reset(); // its groups, before the provider they use
+    handshakes_.reset(); // a running handshake still uses the rest
+    smcr_.reset();       // its groups, before the provider they use
     ownProvider_.reset();
     pool_.reset();
     registrar_.reset();
@@ -196,6 +200,12 @@ void SmcStack::countHandshakeError() noexcept
 {
     MutexLocker lock(mutex_);
     ++stats_.handshakeErrors;
+}
+
+void SmcStack::countHandshakeLimited() noexcept
+{
+    MutexLocker lock(mutex_);
+    ++stats_.handshakesLimited;
 }
 
 void SmcStack::enroll(const std::shared_ptr<SocketImpl>& socket)

@@ -69,6 +69,14 @@ struct SocketOptions {
     // read this small, or the piece of one past the ring's wrap (a straggler). Below it a
     // copy costs less than the application's extra release call (bench/zerocopy_recv).
     std::size_t zeroCopyThreshold = 4096;
+    // Listeners (seed 003; Linux's limit_smc_hs): handshakes of this listener queued or
+    // running, past which a new connection goes to TCP at once (a DECLINE, PEERNOSMC, as
+    // Linux's SYN without the SMC option makes it) instead of waiting; 0: no limit.
+    std::size_t handshakeLimit = 256;
+    // Listeners: accept on the handshake pool, behind the handshakes, as Linux did before
+    // 2022 (one workqueue for both; seed 003) -- for comparison only: a burst of handshakes
+    // starves accept() and the listen queue overflows. No limit applies then.
+    bool sharedAcceptQueue = false;
 };
 
 // What Socket::recvZeroCopy handed out, in stream order: view[0], view[1], then the first
@@ -104,7 +112,10 @@ struct StackConfig {
     LockPolicy poolPolicy = LockPolicy::Default;
     std::size_t poolMemoryLimit = 0; // 0: none
     Executor* executor = nullptr;    // null: Executor::shared()
-    std::optional<SmcrConfig> smcr;  // none: no SMC-R
+    // The handshake pool's threads at most (server CLC handshakes, which wait for the peer);
+    // a listener's accept never runs on it (SocketOptions::sharedAcceptQueue aside).
+    unsigned handshakeThreads = 16;
+    std::optional<SmcrConfig> smcr; // none: no SMC-R
 };
 
 // Connections by how they ended up, as `smcd stats` counts them, and fallbacks by reason
@@ -118,6 +129,9 @@ struct StackStats {
     std::map<clc::DeclineCode, std::uint64_t> clientFallbacks;
     std::map<clc::DeclineCode, std::uint64_t> serverFallbacks;
     std::uint64_t handshakeErrors = 0; // hard errors: CLC timed out or malformed
+    // Server connections sent to TCP because the listener's handshakes were past its limit
+    // (also counted in serverFallbacks as PEERNOSMC).
+    std::uint64_t handshakesLimited = 0;
 };
 
 // One connection as `smcss` shows it.
@@ -165,6 +179,8 @@ public:
 
     // For the socket layer.
     Executor& executor() noexcept { return executor_; }
+    // Server handshakes run here (postBlocking), at most StackConfig::handshakeThreads at once.
+    Executor& handshakes() noexcept { return *handshakes_; }
     ShmIsm& device() noexcept { return *device_; }
     BufferPool& pool() noexcept { return *pool_; }
     const clc::Eid& ueid() const noexcept { return ueid_; }
@@ -186,6 +202,7 @@ public:
     void countTcpForced() noexcept;
     void countFallback(bool server, clc::DeclineCode reason);
     void countHandshakeError() noexcept;
+    void countHandshakeLimited() noexcept;
     void enroll(const std::shared_ptr<SocketImpl>& socket);
 
 private:
@@ -203,6 +220,8 @@ private:
 
     mutable Mutex mutex_;
     StackStats stats_ SMC_GUARDED_BY(mutex_);
+    // Last: its running handshakes finish (the destructor waits) while the rest is here.
+    std::unique_ptr<Executor> handshakes_;
     std::vector<std::weak_ptr<SocketImpl>> sockets_ SMC_GUARDED_BY(mutex_);
 };
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "base/unique_fd.h"
+#include "smc/socket/clc_io.h"
 #include "smc/socket/data_path.h"
 #include "smc/socket/ready_fd.h"
 #include "smc/socket/stack.h"
@@ -25,6 +26,9 @@ public:
                std::optional<clc::DeclineCode> fallback);
     ~SocketImpl();
 
+    // TCP after a DECLINE sent before the peer's PROPOSAL was read (a listener past its
+    // handshake limit): the first receive discards it. Before the handle is shared.
+    void skipPeerClc() noexcept { clcLeft_ = net::kClcSizeUnknown; }
     // SMC from here on (SMC-D or SMC-R); watches the TCP socket for the peer's end.
     void start(std::unique_ptr<net::DataPath> path, Transport transport);
 
@@ -57,6 +61,8 @@ private:
     Transport transport_ = Transport::Tcp;
     std::atomic<bool> nonBlocking_{false};
     std::atomic<bool> corked_{false};
+    // Of the peer's PROPOSAL still to discard (skipPeerClc); the receiver's alone.
+    std::size_t clcLeft_ = 0;
     std::atomic<bool> closed_{false};
     std::atomic<int> tcpWatch_{-1};
     std::atomic<int> eventWatch_{-1};

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+// Admission apart from handshakes (seed 003): the handshake limit's fallback to TCP, the old
+// shared queue's starvation, and the declined PROPOSAL kept out of the application's bytes.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <thread>
+
+#include "smc/clc/clc_messages.h"
+#include "smc/socket/clc_io.h"
+#include "smc/socket/socket.h"
+#include "smc/socket/tcp.h"
+#include "tests/libtest/smcr_stacks.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<SmcStack> stackWithPool(unsigned threads)
+{
+    StackConfig config;
+    config.handshakeThreads = threads;
+    return std::move(SmcStack::create(config)).value();
+}
+
+// A TCP client that connects and says nothing: its handshake holds a pool thread for the
+// server's clcTimeout.
+UniqueFd silentClient(std::uint16_t port)
+{
+    auto to = net::resolve("127.0.0.1", port, false).value();
+    return std::move(net::connectTcp(to, net::deadlineAfter(5s))).value();
+}
+
+void roundTrip(Socket& a, Socket& b)
+{
+    const std::array<std::byte, 3> hello{std::byte{1}, std::byte{2}, std::byte{3}};
+    ASSERT_EQ(a.send(hello).value(), 3u);
+    std::array<std::byte, 16> got{};
+    ASSERT_EQ(b.recv(got).value(), 3u); // the PROPOSAL before them is not the application's
+    EXPECT_TRUE(std::equal(hello.begin(), hello.end(), got.begin()));
+    ASSERT_EQ(b.send(hello).value(), 3u);
+    ASSERT_EQ(a.recv(got).value(), 3u);
+}
+
+// Past the limit a connection is declined at once and accepted as TCP while the handshake
+// before it still waits: admission does not wait for handshakes.
+TEST(Listener, PastTheHandshakeLimitConnectionsGoTcpAtOnce)
+{
+    auto server = stackWithPool(1);
+    auto client = stackWithPool(1);
+    SocketOptions o;
+    o.handshakeLimit = 1;
+    o.clcTimeout = 3s;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    UniqueFd silent = silentClient(l.port());
+    std::this_thread::sleep_for(100ms); // its handshake is pending now
+
+    const auto start = std::chrono::steady_clock::now();
+    Result<Socket> c = Socket::connect(*client, "127.0.0.1", l.port());
+    ASSERT_TRUE(c) << c.error().message();
+    Result<Socket> s = l.accept(2s);
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s); // not after the silent one's 3 s
+    EXPECT_EQ(c->transport(), Transport::Tcp);
+    EXPECT_EQ(c->fallbackReason(), clc::DeclineCode::PeerNoSmc);
+    EXPECT_EQ(s->transport(), Transport::Tcp);
+    EXPECT_EQ(s->fallbackReason(), clc::DeclineCode::PeerNoSmc);
+    roundTrip(*c, *s);
+    const StackStats st = server->stats();
+    EXPECT_EQ(st.handshakesLimited, 1u);
+    EXPECT_EQ(st.serverFallbacks.at(clc::DeclineCode::PeerNoSmc), 1u);
+
+    // Once the silent one's handshake gave up, SMC again.
+    silent.reset();
+    EXPECT_TRUE(test::eventually([&] {
+        Result<Socket> again = Socket::connect(*client, "127.0.0.1", l.port());
+        Result<Socket> acc = l.accept(2s);
+        return again && acc && again->transport() == Transport::SmcD;
+    }));
+}
+
+// The old design: the accepting waits on the pool behind a handshake, so a new connection
+// is not admitted until that handshake is done.
+TEST(Listener, SharedQueueStarvesAcceptBehindAHandshake)
+{
+    auto server = stackWithPool(1);
+    auto client = stackWithPool(1);
+    SocketOptions o;
+    o.sharedAcceptQueue = true;
+    o.handshakeLimit = 1; // no effect on the shared queue
+    o.clcTimeout = 1500ms;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    UniqueFd silent = silentClient(l.port());
+    std::this_thread::sleep_for(100ms); // accepted; its handshake holds the only thread
+
+    Result<Socket> c = std::make_error_code(std::errc::not_connected);
+    std::thread connecting([&] { c = Socket::connect(*client, "127.0.0.1", l.port()); });
+    EXPECT_EQ(l.accept(700ms).error(), std::errc::timed_out); // starved
+    // The silent one's handshake times out (a fallback: it never spoke CLC), and only then
+    // is the new connection accepted and its handshake run.
+    Result<Socket> first = l.accept(5s);
+    ASSERT_TRUE(first) << first.error().message();
+    EXPECT_EQ(first->fallbackReason(), clc::DeclineCode::PeerNoSmc);
+    Result<Socket> s = l.accept(5s);
+    connecting.join();
+    ASSERT_TRUE(s) << s.error().message();
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->transport(), Transport::SmcD);
+    EXPECT_EQ(server->stats().handshakesLimited, 0u);
+    roundTrip(*c, *s);
+}
+
+// skipClc on its own: a PROPOSAL in pieces, then the application's bytes; and a stream that
+// does not start with CLC is left alone.
+TEST(Listener, SkipClcTakesTheWholeMessageAndNoMore)
+{
+    auto pair = test::smcr_stacks::tcpPair();
+    clc::Proposal p;
+    std::vector<std::byte> wire = clc::encode(clc::Message(p)).value();
+    const std::array<std::byte, 2> app{std::byte{0x42}, std::byte{0x43}};
+    std::size_t left = net::kClcSizeUnknown;
+    ASSERT_EQ(::send(pair.client.get(), wire.data(), 3, 0), 3);
+    std::this_thread::sleep_for(20ms);
+    EXPECT_FALSE(net::skipClc(pair.server.get(), left).value()); // header incomplete
+    ASSERT_EQ(::send(pair.client.get(), wire.data() + 3, wire.size() - 3, 0),
+              static_cast<ssize_t>(wire.size() - 3));
+    ASSERT_EQ(::send(pair.client.get(), app.data(), app.size(), 0), 2);
+    EXPECT_TRUE(test::eventually([&] { return net::skipClc(pair.server.get(), left).value(); }));
+    std::array<std::byte, 8> got{};
+    EXPECT_TRUE(test::eventually(
+        [&] { return ::recv(pair.server.get(), got.data(), got.size(), MSG_DONTWAIT) == 2; }));
+    EXPECT_EQ(got[0], std::byte{0x42});
+
+    left = net::kClcSizeUnknown; // not CLC: nothing taken
+    ASSERT_EQ(::send(pair.client.get(), app.data(), app.size(), 0), 2);
+    EXPECT_TRUE(test::eventually([&] { return net::skipClc(pair.server.get(), left).value(); }));
+    EXPECT_EQ(::recv(pair.server.get(), got.data(), got.size(), MSG_DONTWAIT), 2);
+}
+
+} // namespace
+} // namespace smc
