@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Listener: TCP accepts on the epoll thread, handshakes on the stack's pool, a ready queue.
+// Listener: TCP accepts on its own thread, handshakes on the stack's pool, a ready queue.
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <deque>
+#include <thread>
 #include <utility>
 
 #include "smc/socket/clc_io.h"
@@ -18,9 +21,9 @@ namespace smc
 Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
                                               const SocketOptions& options);
 
-// Admission never waits for a handshake (seed 003): the epoll thread accepts and hands each
-// new TCP connection to the stack's handshake pool, which runs CLC and queues the outcome.
-// Past options.handshakeLimit pending handshakes a new connection is declined at once and
+// Admission never waits for a handshake (seed 003): the listener's own thread accepts and
+// hands each new TCP connection to the stack's handshake pool, which runs CLC and queues the
+// outcome. Past options.handshakeLimit pending handshakes a new connection is declined at once and
 // goes to TCP. options.sharedAcceptQueue runs the accepting on the pool instead, behind the
 // handshakes (the old design, for comparison).
 class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
@@ -31,19 +34,38 @@ public:
     {
     }
 
-    void start()
-    {
-        MutexLocker lock(mutex_);
-        watchLocked();
-    }
-
-    // The epoll thread, whenever the listening socket is readable.
-    void onReadable() noexcept
+    // Errors: eventfd(2)'s.
+    Result<void> start()
     {
         if (!options_.sharedAcceptQueue) {
-            acceptAll();
-            return;
+            stop_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+            if (!stop_)
+                return net::lastError();
+            acceptor_ = std::thread([this] { acceptLoop(); });
+            return {};
         }
+        MutexLocker lock(mutex_);
+        watchLocked();
+        return {};
+    }
+
+    // The listener's own thread (seed 003: Linux's smc_tcp_ls_wq): it only accepts, so the
+    // listen queue drains however busy the executor's threads and the handshake pool are.
+    void acceptLoop() noexcept
+    {
+        std::array<pollfd, 2> fds{pollfd{tcp_.get(), POLLIN, 0}, pollfd{stop_.get(), POLLIN, 0}};
+        for (;;) {
+            if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR)
+                return;
+            if (fds[1].revents != 0)
+                return; // close()
+            acceptAll();
+        }
+    }
+
+    // The epoll thread, when the listening socket is readable (shared accept queue only).
+    void onReadable() noexcept
+    {
         // Level-triggered: stop watching until the pool has run the accepting.
         int id = -1;
         {
@@ -167,6 +189,11 @@ public:
         }
         if (id >= 0) // waits for a running callback, which takes mutex_
             stack_.executor().unwatch(id);
+        if (acceptor_.joinable()) {
+            const std::uint64_t one = 1;
+            (void)!::write(stop_.get(), &one, sizeof one);
+            acceptor_.join();
+        }
         wake_.notify_all();
         for (auto& s : left)
             s->close();
@@ -194,6 +221,8 @@ private:
     UniqueFd tcp_;
     const SocketOptions options_;
     UniqueFd ready_;                      // an eventfd: readable while the queue holds a connection
+    UniqueFd stop_;                       // an eventfd: close() tells the accepting thread to end
+    std::thread acceptor_;                // the accepting thread (not with a shared accept queue)
     std::atomic<std::size_t> pending_{0}; // handshakes queued or running
     Mutex mutex_;
     int watch_ SMC_GUARDED_BY(mutex_) = -1;
@@ -231,7 +260,8 @@ Result<Listener> Listener::listen(SmcStack& stack, std::string_view host, std::u
         return net::lastError();
     Listener l;
     l.impl_ = std::make_shared<ListenerImpl>(stack, std::move(*tcp), options, std::move(ready));
-    l.impl_->start();
+    if (Result<void> r = l.impl_->start(); !r)
+        return r.error();
     return l;
 }
 

@@ -110,7 +110,9 @@ private:
 };
 
 // A listening socket. accept() hands out connections whose handshake is done (SMC or a
-// fallback); handshakes run on the stack's executor, never on the accepting thread.
+// fallback). The listener accepts TCP on a thread of its own and runs handshakes on the
+// stack's handshake pool; past options.handshakeLimit pending ones, new connections go to
+// TCP at once (seed 003).
 class Listener
 {
 public:
@@ -120,8 +122,8 @@ public:
     Listener& operator=(Listener&&) noexcept;
 
     // Binds and listens ("" = every address; port 0 = any free port). Errors: bind(2)'s and
-    // listen(2)'s (address_in_use, permission_denied, ...), address_not_available (host).
-    // Does not block beyond name resolution.
+    // listen(2)'s (address_in_use, permission_denied, ...), address_not_available (host),
+    // eventfd(2)'s. Does not block beyond name resolution.
     static Result<Listener> listen(SmcStack& stack, std::string_view host, std::uint16_t port,
                                    const SocketOptions& options = {});
 
