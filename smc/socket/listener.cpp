@@ -54,12 +54,16 @@ public:
     void acceptLoop() noexcept
     {
         std::array<pollfd, 2> fds{pollfd{tcp_.get(), POLLIN, 0}, pollfd{stop_.get(), POLLIN, 0}};
+        bool starved = false;
         for (;;) {
-            if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR)
+            // Out of descriptors or memory, the queue stays readable: wait for close() a
+            // little instead of spinning on it.
+            const int rc = starved ? ::poll(&fds[1], 1, 10) : ::poll(fds.data(), fds.size(), -1);
+            if (rc < 0 && errno != EINTR)
                 return;
             if (fds[1].revents != 0)
                 return; // close()
-            acceptAll();
+            starved = !acceptAll();
         }
     }
 
@@ -78,7 +82,7 @@ public:
         std::weak_ptr<ListenerImpl> self = weak_from_this();
         stack_.handshakes().postBlocking([self] {
             if (auto l = self.lock()) {
-                l->acceptAll();
+                (void)l->acceptAll();
                 MutexLocker lock(l->mutex_);
                 if (!l->closed_)
                     l->watchLocked();
@@ -86,12 +90,13 @@ public:
         });
     }
 
-    void acceptAll() noexcept
+    // Accepts until the queue is empty; false when a lack of descriptors or memory stopped it.
+    bool acceptAll() noexcept
     {
         for (;;) {
             const int fd = ::accept4(tcp_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0)
-                return; // EAGAIN, or an error the next readiness reports again
+            if (fd < 0) // EAGAIN, or an error the next readiness reports again
+                return errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM;
             admit(UniqueFd(fd));
         }
     }
