@@ -23,6 +23,7 @@
 
 #include "bench/common/args.h"
 #include "bench/common/die.h"
+#include "bench/common/peer_process.h"
 #include "smc/socket/socket.h"
 
 using namespace smc;
@@ -126,28 +127,6 @@ std::uint64_t listenOverflows()
                 return std::stoull(value);
     }
     return 0;
-}
-
-bool readExactly(Socket& s, std::span<std::byte> into)
-{
-    while (!into.empty()) {
-        Result<std::size_t> n = s.recv(into);
-        if (!n || *n == 0)
-            return false;
-        into = into.subspan(*n);
-    }
-    return true;
-}
-
-bool writeAll(Socket& s, std::span<const std::byte> data)
-{
-    while (!data.empty()) {
-        Result<std::size_t> n = s.send(data);
-        if (!n)
-            return false;
-        data = data.subspan(*n);
-    }
-    return true;
 }
 
 // The server: a request in, a response out, then the client's close ("Connection: close").

@@ -21,28 +21,6 @@ namespace smc::bench
 namespace
 {
 
-bool readExactly(Socket& s, std::span<std::byte> into)
-{
-    while (!into.empty()) {
-        Result<std::size_t> n = s.recv(into);
-        if (!n || *n == 0)
-            return false;
-        into = into.subspan(*n);
-    }
-    return true;
-}
-
-bool writeAll(Socket& s, std::span<const std::byte> data)
-{
-    while (!data.empty()) {
-        Result<std::size_t> n = s.send(data);
-        if (!n)
-            return false;
-        data = data.subspan(*n);
-    }
-    return true;
-}
-
 void serve(Socket s)
 {
     std::array<std::byte, 1> command{};
@@ -120,6 +98,28 @@ std::unique_ptr<SmcStack> makeStack(const std::string& smcrDevice)
 }
 
 } // namespace
+
+bool readExactly(Socket& s, std::span<std::byte> into)
+{
+    while (!into.empty()) {
+        Result<std::size_t> n = s.recv(into);
+        if (!n || *n == 0)
+            return false;
+        into = into.subspan(*n);
+    }
+    return true;
+}
+
+bool writeAll(Socket& s, std::span<const std::byte> data)
+{
+    while (!data.empty()) {
+        Result<std::size_t> n = s.send(data);
+        if (!n)
+            return false;
+        data = data.subspan(*n);
+    }
+    return true;
+}
 
 const char* columnName(Transport transport)
 {

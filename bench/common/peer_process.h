@@ -61,6 +61,11 @@ private:
     std::uint16_t smcdPort_ = 0, smcrPort_ = 0, tcpPort_ = 0;
 };
 
+// Reads exactly into.size() bytes: false on an error or the end of the stream first.
+bool readExactly(Socket& s, std::span<std::byte> into);
+// Sends all of `data`: false on an error.
+bool writeAll(Socket& s, std::span<const std::byte> data);
+
 // The column name of `transport` in tables and CSV: smcd, smcr, tcp.
 const char* columnName(Transport transport);
 
