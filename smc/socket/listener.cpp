@@ -70,6 +70,7 @@ public:
     // The epoll thread, when the listening socket is readable (shared accept queue only).
     void onReadable() noexcept
     {
+        MutexLocker running(callback_); // close() waits for us once we unwatched ourselves
         // Level-triggered: stop watching until the pool has run the accepting.
         int id = -1;
         {
@@ -81,12 +82,19 @@ public:
         stack_.executor().unwatch(id); // from its own callback: does not wait
         std::weak_ptr<ListenerImpl> self = weak_from_this();
         stack_.handshakes().postBlocking([self] {
-            if (auto l = self.lock()) {
-                (void)l->acceptAll();
+            auto l = self.lock();
+            if (!l)
+                return;
+            MutexLocker accepting(l->pooledAccept_); // close() waits for us before the fd goes
+            {
                 MutexLocker lock(l->mutex_);
-                if (!l->closed_)
-                    l->watchLocked();
+                if (l->closed_)
+                    return;
             }
+            (void)l->acceptAll();
+            MutexLocker lock(l->mutex_);
+            if (!l->closed_)
+                l->watchLocked();
         });
     }
 
@@ -199,6 +207,12 @@ public:
             (void)!::write(stop_.get(), &one, sizeof one);
             acceptor_.join();
         }
+        {
+            // A callback that unwatched itself is done (unwatch did not wait for it), and an
+            // accepting task on the pool is done or will see closed_: the fd may go.
+            MutexLocker callback(callback_);
+            MutexLocker accepting(pooledAccept_);
+        }
         wake_.notify_all();
         for (auto& s : left)
             s->close();
@@ -225,9 +239,11 @@ private:
     SmcStack& stack_;
     UniqueFd tcp_;
     const SocketOptions options_;
-    UniqueFd ready_;                      // an eventfd: readable while the queue holds a connection
-    UniqueFd stop_;                       // an eventfd: close() tells the accepting thread to end
-    std::thread acceptor_;                // the accepting thread (not with a shared accept queue)
+    UniqueFd ready_;       // an eventfd: readable while the queue holds a connection
+    UniqueFd stop_;        // an eventfd: close() tells the accepting thread to end
+    std::thread acceptor_; // the accepting thread (not with a shared accept queue)
+    Mutex callback_;       // held while the epoll callback runs (shared accept queue)
+    Mutex pooledAccept_;   // held by the shared queue's accepting task while it runs
     std::atomic<std::size_t> pending_{0}; // handshakes queued or running
     Mutex mutex_;
     int watch_ SMC_GUARDED_BY(mutex_) = -1;

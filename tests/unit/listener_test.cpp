@@ -115,6 +115,26 @@ TEST(Listener, SharedQueueStarvesAcceptBehindAHandshake)
     roundTrip(*c, *s);
 }
 
+// Closing a shared-queue listener while its accepting waits on the pool behind a handshake:
+// close() returns at once, and the accepting that runs later touches nothing of it.
+TEST(Listener, SharedQueueClosesWithAcceptingQueued)
+{
+    auto server = stackWithPool(1);
+    SocketOptions o;
+    o.sharedAcceptQueue = true;
+    o.clcTimeout = 500ms;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    UniqueFd silent = silentClient(l.port());
+    std::this_thread::sleep_for(100ms);       // its handshake holds the only thread
+    UniqueFd second = silentClient(l.port()); // its accepting is queued behind
+    std::this_thread::sleep_for(50ms);
+    const auto start = std::chrono::steady_clock::now();
+    l.close();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 400ms); // not after the handshake
+    std::this_thread::sleep_for(700ms); // the handshake ends, the queued accepting runs
+    EXPECT_EQ(l.accept(10ms).error(), std::errc::not_connected);
+}
+
 // skipClc on its own: a PROPOSAL in pieces, then the application's bytes; and a stream that
 // does not start with CLC is left alone.
 TEST(Listener, SkipClcTakesTheWholeMessageAndNoMore)
