@@ -2,6 +2,7 @@
 // libibverbs RAII wrappers and error normalisation.
 #include "rdma/verbs.h"
 
+#include <fcntl.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -124,6 +125,23 @@ Result<PortInfo> Context::port(std::uint8_t portNum) const
     if (std::error_code ec = returnedError(ibv_query_port(get(), portNum, &attr)))
         return ec;
     return PortInfo{attr.state, attr.active_mtu, attr.gid_tbl_len, attr.link_layer};
+}
+
+Result<Context::AsyncEvent> Context::nextAsyncEvent() const
+{
+    const int fd = asyncFd();
+    if (const int flags = ::fcntl(fd, F_GETFL);
+        flags < 0 || ((flags & O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
+        return errnoError();
+    ibv_async_event raw{};
+    if (ibv_get_async_event(get(), &raw) != 0)
+        return errnoError();
+    AsyncEvent e{raw.event_type, 0};
+    if (raw.event_type == IBV_EVENT_PORT_ACTIVE || raw.event_type == IBV_EVENT_PORT_ERR ||
+        raw.event_type == IBV_EVENT_LID_CHANGE || raw.event_type == IBV_EVENT_GID_CHANGE)
+        e.port = static_cast<std::uint8_t>(raw.element.port_num);
+    ibv_ack_async_event(&raw);
+    return e;
 }
 
 Result<Gid> Context::gid(std::uint8_t portNum, int index) const

@@ -93,6 +93,18 @@ public:
     // device's for the GID, no_such_device (a GID without a netdev), the netdev's ioctl.
     Result<Mac> gidMac(std::uint8_t portNum, int index) const;
 
+    // The device's asynchronous events (port up and down, fatal errors): a descriptor
+    // that turns readable when one is pending, and the next one, acknowledged.
+    // nextPortEvent() never blocks (it puts the descriptor in non-blocking mode):
+    // resource_unavailable_try_again when none is pending; events that are not about a
+    // port come back with `port` 0.
+    int asyncFd() const noexcept { return get()->async_fd; }
+    struct AsyncEvent {
+        ibv_event_type type;
+        std::uint8_t port;
+    };
+    Result<AsyncEvent> nextAsyncEvent() const;
+
 private:
     std::string name_;
 };

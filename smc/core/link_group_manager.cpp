@@ -10,17 +10,20 @@ namespace smc
 LinkGroupManager::LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provider)
     : defaults_(std::move(defaults)), provider_(provider)
 {
+    pathWatch_ =
+        provider_.watchPaths([state = std::weak_ptr<State>(state_)] { pathUp(state.lock()); });
 }
 
 LinkGroupManager::~LinkGroupManager()
 {
+    provider_.unwatchPaths(pathWatch_);
     std::vector<std::shared_ptr<LinkGroup>> all;
     {
         MutexLocker lock(state_->mutex);
         state_->closed = true;
-        // A posted reap may be destroying groups: they use the provider, which may go next.
-        state_->reaped.wait(lock,
-                            [&]() SMC_REQUIRES(state_->mutex) { return state_->reaping == 0; });
+        // A posted reap may be destroying groups, an addition adding a link: they use the
+        // provider, which may go next.
+        state_->reaped.wait(lock, [&]() SMC_REQUIRES(state_->mutex) { return state_->busy == 0; });
         all.swap(state_->groups);
     }
     // Destroyed here, outside the lock (unless held elsewhere).
@@ -90,16 +93,43 @@ std::size_t LinkGroupManager::reap(State& state)
                                         [](const auto& g) { return !g->terminated(); });
         std::move(it, state.groups.end(), std::back_inserter(dead));
         state.groups.erase(it, state.groups.end());
-        ++state.reaping;
+        ++state.busy;
     }
     const std::size_t n = dead.size();
     dead.clear(); // destroyed here, outside the lock, unless held elsewhere
     {
         MutexLocker lock(state.mutex);
-        --state.reaping;
+        --state.busy;
     }
     state.reaped.notify_all();
     return n;
+}
+
+// On the provider's thread: must not block (posting does not).
+void LinkGroupManager::pathUp(const std::shared_ptr<State>& state)
+{
+    if (!state)
+        return;
+    MutexLocker lock(state->mutex);
+    if (state->closed)
+        return;
+    for (const std::shared_ptr<LinkGroup>& g : state->groups) {
+        const GroupType type = g->type();
+        if (g->terminated() || g->maxLinks() < 2 || type == GroupType::None ||
+            type == GroupType::Symmetric)
+            continue;
+        ++state->busy;
+        g->executor().postBlocking([state, group = g]() mutable {
+            // An asymmetric group gets a symmetric link, which replaces the asymmetric one.
+            (void)(group->role() == Role::Server ? group->addLink() : group->requestAddLink());
+            group.reset(); // destroyed (if the last) while the provider surely lives
+            {
+                MutexLocker l(state->mutex);
+                --state->busy;
+            }
+            state->reaped.notify_all();
+        });
+    }
 }
 
 std::vector<std::shared_ptr<LinkGroup>> LinkGroupManager::groups() const

@@ -19,8 +19,12 @@ class LinkGroupManager
 public:
     // `defaults` gives every new group its limits and timeouts; the link
     // provider is borrowed and must outlive the manager and every group it made.
+    // When the provider says a path came up, each group short of its links tries to add
+    // one, on its executor's blocking threads: a server by ADD_LINK, a client by asking the
+    // server (REQ_ADD_LINK), as Linux does when a port comes back.
     LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provider);
-    // Lets go of every group; waits for a reap that runs on another thread.
+    // Lets go of every group; waits for a reap or a link addition that runs on another
+    // thread (an addition waits for the peer: up to the group's LLC timeouts).
     ~LinkGroupManager();
     LinkGroupManager(const LinkGroupManager&) = delete;
     LinkGroupManager& operator=(const LinkGroupManager&) = delete;
@@ -54,14 +58,17 @@ private:
         mutable Mutex mutex;
         ConditionVariable reaped;
         std::vector<std::shared_ptr<LinkGroup>> groups SMC_GUARDED_BY(mutex);
-        unsigned reaping SMC_GUARDED_BY(mutex) = 0; // reaps destroying groups now
-        bool closed SMC_GUARDED_BY(mutex) = false;  // the manager is going
+        // Reaps destroying groups and link additions now: they use the provider.
+        unsigned busy SMC_GUARDED_BY(mutex) = 0;
+        bool closed SMC_GUARDED_BY(mutex) = false; // the manager is going
     };
     static std::size_t reap(State& state);
+    static void pathUp(const std::shared_ptr<State>& state);
 
     LinkGroupConfig defaults_;
     LinkProvider& provider_;
     const std::shared_ptr<State> state_ = std::make_shared<State>();
+    int pathWatch_ = -1;
 };
 
 } // namespace smc

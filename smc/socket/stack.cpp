@@ -85,7 +85,15 @@ Result<void> SmcStack::openSmcr(const SmcrConfig& c)
             if (smcr->mac == Mac{})
                 std::copy(mac->begin(), mac->end(), smcr->mac.begin());
         }
-        ownProvider_ = std::make_unique<RdmaLinkProvider>(std::move(*ctx), c.link, executor_);
+        std::vector<rdma::Context> devices;
+        devices.push_back(std::move(*ctx));
+        for (const std::string& name : c.alternates) {
+            Result<rdma::Context> alternate = rdma::Context::open(name);
+            if (!alternate)
+                return alternate.error();
+            devices.push_back(std::move(*alternate));
+        }
+        ownProvider_ = std::make_unique<RdmaLinkProvider>(std::move(devices), c.link, executor_);
         smcr->provider = ownProvider_.get();
     } else {
         return std::make_error_code(std::errc::invalid_argument);

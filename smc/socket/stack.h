@@ -92,7 +92,12 @@ struct RecvView {
 struct SmcrConfig {
     // An ibverbs device the stack opens (RdmaLinkProvider), or "" with `provider` set.
     std::string device;
-    rdma::LinkConfig link; // for `device`
+    // More devices (their port `link.port`) whose GIDs give the groups alternate paths, as
+    // Linux takes further RNICs of the same pnetid: a symmetric second link, which carries
+    // the connections when a port of the other goes down, and is added again when it
+    // comes back up.
+    std::vector<std::string> alternates;
+    rdma::LinkConfig link; // for `device` and `alternates`
     // Injected instead (tests: InprocFabric); not owned, must outlive the stack.
     LinkProvider* provider = nullptr;
     // Our RoCE GID and MAC as the PROPOSAL announces them; a zero GID: the device's RoCE v2

@@ -106,6 +106,9 @@ public:
     // device can take another queue pair.
     std::atomic<int> refuseCreates{0};
 
+    // A port came up: the watching groups short of links add one (see LinkProvider).
+    void portUp() { pathUp(); }
+
     // The server end of link `qpn` (its client end is qpn + 0x10000), while
     // the link lives: its group owns and destroys the channel.
     InprocChannel* channel(std::uint32_t qpn)

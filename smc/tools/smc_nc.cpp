@@ -7,12 +7,15 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "smc/core/link_group_manager.h"
 #include "smc/socket/smcss.h"
 #include "smc/socket/socket.h"
 
@@ -25,13 +28,15 @@ int usage()
 {
     std::fprintf(
         stderr,
-        "usage: smc-nc [-v] [--smcd | --smcr DEVICE | --tcp] [--rmb BYTES] [--json FILE] "
+        "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] | --tcp] [--rmb BYTES] "
+        "[--json FILE] "
         "[--smcss]\n"
         "              HOST PORT | -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
         "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
         "--json into FILE, --smcss as a table on stderr. --smcr: SMC-R only, over the RDMA\n"
-        "DEVICE (e.g. rxe0); without a mode flag, SMC-D, else TCP fallback.\n");
+        "DEVICE (e.g. rxe0), with ALTERNATE devices for a second link (-v says when the\n"
+        "group's links change); without a mode flag, SMC-D, else TCP fallback.\n");
     return 2;
 }
 
@@ -54,9 +59,50 @@ void describe(const Socket& s, const std::string& device)
         std::fprintf(stderr, "smc-nc: TCP\n");
 }
 
-// The copy loop: one poll over stdin, stdout-bound socket data and the socket's readiness.
-int pump(Socket& s)
+// "2.5 s, 12 MiB in, 11 MiB out: links 2: 10.1.0.1>10.1.0.2 10.2.0.1>10.2.0.2" whenever the
+// SMC-R groups' active links change.
+class LinkReport
 {
+public:
+    explicit LinkReport(SmcStack& stack) : stack_(stack) {}
+    void operator()(std::uint64_t in, std::uint64_t out)
+    {
+        if (stack_.smcr() == nullptr)
+            return;
+        std::string now;
+        unsigned n = 0;
+        for (const auto& g : stack_.smcr()->groups->groups())
+            for (const LinkInfo& l : g->links())
+                if (l.state == LinkState::Active) {
+                    now += " " + address(l.local.gid) + ">" + address(l.peer.gid);
+                    ++n;
+                }
+        if (now != last_) {
+            const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start_;
+            std::fprintf(stderr, "smc-nc: %.1f s, %llu MiB in, %llu MiB out: links %u:%s\n",
+                         t.count(), static_cast<unsigned long long>(in >> 20),
+                         static_cast<unsigned long long>(out >> 20), n, now.c_str());
+        }
+        last_ = std::move(now);
+    }
+
+private:
+    static std::string address(const Gid& g)
+    {
+        char text[16];
+        std::snprintf(text, sizeof text, "%u.%u.%u.%u", g[12], g[13], g[14], g[15]);
+        return text;
+    }
+    SmcStack& stack_;
+    std::string last_;
+    const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// The copy loop: one poll over stdin, stdout-bound socket data and the socket's readiness.
+// `tick` (bytes in, bytes out) runs after each round, at least every 100 ms.
+int pump(Socket& s, const std::function<void(std::uint64_t, std::uint64_t)>& tick)
+{
+    std::uint64_t in = 0, sent = 0;
     s.setNonBlocking(true);
     ::fcntl(STDIN_FILENO, F_SETFL, ::fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
     std::vector<std::byte> out; // read from stdin, not yet sent
@@ -71,8 +117,9 @@ int pump(Socket& s)
             fds[1].events |= POLLOUT;
         if (!netEof)
             fds[1].events |= POLLIN;
-        if (::poll(fds, 2, -1) < 0 && errno != EINTR)
+        if (::poll(fds, 2, 100) < 0 && errno != EINTR)
             return 1;
+        tick(in, sent);
         // POLLHUP comes whether asked or not: read only when there is room for more.
         if (fds[0].events != 0 && fds[0].revents != 0) {
             const ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
@@ -92,6 +139,7 @@ int pump(Socket& s)
                 return 1;
             }
             outAt += *n;
+            sent += *n;
         }
         if (inEof && outAt == out.size() && !shutDown) {
             (void)s.shutdown(Shutdown::Write);
@@ -109,6 +157,7 @@ int pump(Socket& s)
                 netEof = true;
                 break;
             }
+            in += *n;
             for (std::size_t done = 0; done < *n;) {
                 const ssize_t w = ::write(STDOUT_FILENO, buf.data() + done, *n - done);
                 if (w < 0 && errno != EINTR && errno != EAGAIN)
@@ -150,7 +199,13 @@ int main(int argc, char** argv)
         else if (a == "--smcr" && i + 1 < argc) {
             device = argv[++i];
             config.smcr = SmcrConfig{};
-            config.smcr->device = device;
+            std::string_view names = device;
+            config.smcr->device = std::string(names.substr(0, names.find(',')));
+            for (std::size_t at = names.find(','); at != std::string_view::npos;) {
+                const std::size_t next = names.find(',', at + 1);
+                config.smcr->alternates.emplace_back(names.substr(at + 1, next - at - 1));
+                at = next;
+            }
             options.mode = Mode::SmcR;
         } else if (!a.empty() && a[0] == '-')
             return usage();
@@ -193,7 +248,16 @@ int main(int argc, char** argv)
     }
     if (verbose)
         describe(*s, device);
-    const int rc = pump(*s);
+    LinkReport report(**stack);
+    std::uint64_t in = 0, out = 0;
+    const int rc = pump(*s, [&](std::uint64_t bytesIn, std::uint64_t bytesOut) {
+        in = bytesIn;
+        out = bytesOut;
+        if (verbose)
+            report(in, out);
+    });
+    if (verbose)
+        report(in, out);
     if (!json.empty() && !writeSmcssJson(json, (*stack)->connections(), (*stack)->stats()))
         std::fprintf(stderr, "smc-nc: cannot write %s\n", json.c_str());
     if (smcss)

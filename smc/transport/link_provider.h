@@ -2,9 +2,12 @@
 // LinkProvider: what makes a link group's links (RC queue pairs, or in-process pairs).
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 
+#include "base/mutex.h"
 #include "base/result.h"
 #include "pool/registrar.h"
 #include "smc/transport/link_channel.h"
@@ -35,6 +38,22 @@ public:
     virtual Result<NewLink> create(std::span<const Gid> avoid) = 0;
     // Client: the far end of the server's new link at `peer`, connected.
     virtual Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) = 0;
+
+    // `handler` runs whenever a path comes up (an RDMA port turns active again): a group
+    // short of links may add one now (Linux smcr_port_add). It runs on the provider's
+    // thread and must not block. Returns an id for unwatchPaths(); never blocks.
+    int watchPaths(std::function<void()> handler);
+    // After this returns the handler does not run any more (it waits for a running one).
+    void unwatchPaths(int id);
+
+protected:
+    // Calls every handler, one after the other.
+    void pathUp();
+
+private:
+    Mutex watchersMutex_;
+    std::map<int, std::function<void()>> watchers_ SMC_GUARDED_BY(watchersMutex_);
+    int nextWatcher_ SMC_GUARDED_BY(watchersMutex_) = 0;
 };
 
 } // namespace smc

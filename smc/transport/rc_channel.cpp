@@ -24,7 +24,8 @@ constexpr auto kWriteWait = 10s;
 
 Result<std::unique_ptr<RcChannel>> RcChannel::create(const rdma::Context& context,
                                                      const rdma::ProtectionDomain& pd,
-                                                     rdma::LinkConfig config, Executor& executor)
+                                                     rdma::LinkConfig config, Executor& executor,
+                                                     std::shared_ptr<PortChannels> port)
 {
     std::unique_ptr<RcChannel> c(new RcChannel(executor));
     Result<std::unique_ptr<rdma::RcLink>> link =
@@ -35,11 +36,17 @@ Result<std::unique_ptr<RcChannel>> RcChannel::create(const rdma::Context& contex
     if (!link)
         return link.error();
     c->link_ = std::move(*link);
+    if (port) {
+        port->add(c.get());
+        c->port_ = std::move(port);
+    }
     return c;
 }
 
 RcChannel::~RcChannel()
 {
+    if (port_)
+        port_->remove(this); // a port event shuts us down no more
     // Deliveries first: a callback may still send on the link. A completion
     // that lands after only queues its item (the closed queue drops the task).
     deliveries_.close();
@@ -132,35 +139,121 @@ bool RcChannel::isUp() const noexcept
     return !link_->isDown();
 }
 
+void PortChannels::add(RcChannel* channel)
+{
+    MutexLocker lock(mutex_);
+    channels_.push_back(channel);
+}
+
+void PortChannels::remove(RcChannel* channel)
+{
+    MutexLocker lock(mutex_);
+    std::erase(channels_, channel);
+}
+
+void PortChannels::shutdownAll()
+{
+    MutexLocker lock(mutex_);
+    for (RcChannel* c : channels_)
+        c->shutdown();
+}
+
+RdmaLinkProvider::RdmaLinkProvider(std::vector<rdma::Context> devices, rdma::LinkConfig config,
+                                   Executor& executor)
+    : config_(config), executor_(executor)
+{
+    for (rdma::Context& context : devices) {
+        auto d = std::make_unique<Device>(Device{std::move(context)});
+        // Without events (epoll refused the descriptor) links still go down, when their
+        // retries run out, and nothing is re-added.
+        d->watch =
+            executor_.watch(d->context.asyncFd(), [this, p = d.get()] { onDeviceEvent(*p); });
+        devices_.push_back(std::move(d));
+    }
+}
+
 RdmaLinkProvider::RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config,
                                    Executor& executor)
-    : context_(std::move(context)), config_(config), executor_(executor)
+    : RdmaLinkProvider(
+          [&] {
+              std::vector<rdma::Context> one;
+              one.push_back(std::move(context));
+              return one;
+          }(),
+          config, executor)
 {
+}
+
+RdmaLinkProvider::~RdmaLinkProvider()
+{
+    for (const auto& d : devices_)
+        if (d->watch >= 0)
+            executor_.unwatch(d->watch);
+}
+
+void RdmaLinkProvider::onDeviceEvent(Device& device)
+{
+    bool up = false;
+    while (Result<rdma::Context::AsyncEvent> e = device.context.nextAsyncEvent()) {
+        if (e->type == IBV_EVENT_DEVICE_FATAL ||
+            (e->type == IBV_EVENT_PORT_ERR && e->port == config_.port))
+            device.channels->shutdownAll();
+        else if (e->type == IBV_EVENT_PORT_ACTIVE && e->port == config_.port)
+            up = true;
+    }
+    if (up)
+        pathUp();
 }
 
 Result<NewLink> RdmaLinkProvider::create(std::span<const Gid> avoid)
 {
-    rdma::LinkConfig config = config_;
-    if (config.gidIndex < 0) { // the first path not in `avoid`, else the first
-        Result<std::vector<int>> paths = context_.roceV2Ipv4Gids(config.port);
-        if (!paths)
-            return paths.error();
-        if (paths->empty())
-            return std::make_error_code(std::errc::address_not_available);
-        config.gidIndex = paths->front();
-        for (int index : *paths) {
-            Result<rdma::Gid> gid = context_.gid(config.port, index);
-            if (gid && std::find(avoid.begin(), avoid.end(), *gid) == avoid.end()) {
-                config.gidIndex = index;
+    // The first path on an active port not in `avoid`, else the first on one at all.
+    struct Path {
+        Device* device = nullptr;
+        int gidIndex = -1;
+    };
+    Path pick, fallback;
+    bool portDown = false;
+    for (std::size_t i = 0; i < devices_.size() && pick.device == nullptr; ++i) {
+        Device& d = *devices_[i];
+        Result<rdma::PortInfo> port = d.context.port(config_.port);
+        if (!port)
+            return port.error();
+        if (port->state != IBV_PORT_ACTIVE) {
+            portDown = true;
+            continue;
+        }
+        std::vector<int> indexes{config_.gidIndex};
+        if (i > 0 || config_.gidIndex < 0) {
+            Result<std::vector<int>> all = d.context.roceV2Ipv4Gids(config_.port);
+            if (!all)
+                return all.error();
+            indexes = std::move(*all);
+        }
+        for (int index : indexes) {
+            Result<rdma::Gid> gid = d.context.gid(config_.port, index);
+            if (!gid)
+                continue;
+            if (fallback.device == nullptr)
+                fallback = {&d, index};
+            if (std::find(avoid.begin(), avoid.end(), *gid) == avoid.end()) {
+                pick = {&d, index};
                 break;
             }
         }
     }
-    Result<rdma::ProtectionDomain> pd = rdma::ProtectionDomain::create(context_);
+    if (pick.device == nullptr)
+        pick = fallback;
+    if (pick.device == nullptr)
+        return std::make_error_code(portDown ? std::errc::network_down
+                                             : std::errc::address_not_available);
+    rdma::LinkConfig config = config_;
+    config.gidIndex = pick.gidIndex;
+    Result<rdma::ProtectionDomain> pd = rdma::ProtectionDomain::create(pick.device->context);
     if (!pd)
         return pd.error();
     Result<std::unique_ptr<RcChannel>> channel =
-        RcChannel::create(context_, *pd, config, executor_);
+        RcChannel::create(pick.device->context, *pd, config, executor_, pick.device->channels);
     if (!channel)
         return channel.error();
     const LinkAddress local = (*channel)->address();

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "base/executor.h"
 #include "base/mutex.h"
@@ -13,6 +14,22 @@
 
 namespace smc
 {
+
+class RcChannel;
+
+// The channels on one device port, so that the port going down takes their links down at
+// once (their connections fail over) instead of each when its retries run out.
+class PortChannels
+{
+public:
+    void add(RcChannel* channel);
+    void remove(RcChannel* channel); // waits for a running shutdownAll()
+    void shutdownAll();              // never blocks beyond the lock
+
+private:
+    Mutex mutex_;
+    std::vector<RcChannel*> channels_ SMC_GUARDED_BY(mutex_);
+};
 
 // A LinkChannel over one RcLink. The link's completions run on the
 // executor's epoll thread; the channel hands messages and link-down to the
@@ -23,10 +40,9 @@ namespace smc
 class RcChannel final : public LinkChannel
 {
 public:
-    static Result<std::unique_ptr<RcChannel>> create(const rdma::Context& context,
-                                                     const rdma::ProtectionDomain& pd,
-                                                     rdma::LinkConfig config,
-                                                     Executor& executor = Executor::shared());
+    static Result<std::unique_ptr<RcChannel>>
+    create(const rdma::Context& context, const rdma::ProtectionDomain& pd, rdma::LinkConfig config,
+           Executor& executor = Executor::shared(), std::shared_ptr<PortChannels> port = {});
     // Deliveries stop first (a running callback is waited for, unless this
     // runs in it), then the link: no callback runs after this returns.
     ~RcChannel() override;
@@ -59,25 +75,43 @@ private:
     bool down_ = false; // delivered link-down; only deliveries_ (one at a time) touch it
     SerialQueue deliveries_;
     std::unique_ptr<rdma::RcLink> link_; // reset by the destructor, after deliveries_ closed
+    std::shared_ptr<PortChannels> port_; // we are in it while we live
 };
 
-// Makes links on one RDMA device port: each link an RC QP with its own
-// protection domain, and a registrar that gives every buffer a memory region
-// on it (Linux: one PD and one MR per buffer per link). Each RoCE v2 IPv4
-// GID of the port (one per IPv4 address) is a path the group may pick as an
-// alternate; `config.gidIndex` >= 0 pins one. Its links run on `executor`.
+// Makes links on `config.port` of one or more RDMA devices: each link an RC QP with its own
+// protection domain, and a registrar that gives every buffer a memory region on it (Linux:
+// one PD and one MR per buffer per link). Each RoCE v2 IPv4 GID of an active port (one per
+// IPv4 address) is a path the group may pick as an alternate; the first device's come
+// first, and `config.gidIndex` >= 0 pins its path. Further devices are alternates (Linux:
+// more RNICs with the same pnetid). A port that goes down takes its links down at once;
+// one that comes up is announced to watchPaths(). Links and device events run on
+// `executor`.
 class RdmaLinkProvider final : public LinkProvider
 {
 public:
+    // `devices`: at least one.
+    explicit RdmaLinkProvider(std::vector<rdma::Context> devices, rdma::LinkConfig config = {},
+                              Executor& executor = Executor::shared());
     explicit RdmaLinkProvider(rdma::Context context, rdma::LinkConfig config = {},
                               Executor& executor = Executor::shared());
+    // Stops watching the devices' events (waits for a running handler).
+    ~RdmaLinkProvider() override;
 
+    // Errors besides the device's: network_down (every port is down), address_not_available
+    // (no RoCE v2 IPv4 GID on any).
     Result<NewLink> create(std::span<const Gid> avoid) override;
     Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) override;
-    const rdma::Context& context() const noexcept { return context_; }
+    const rdma::Context& context() const noexcept { return devices_.front()->context; }
 
 private:
-    rdma::Context context_;
+    struct Device {
+        rdma::Context context;
+        std::shared_ptr<PortChannels> channels = std::make_shared<PortChannels>();
+        int watch = -1;
+    };
+    void onDeviceEvent(Device& device); // on the epoll thread
+
+    std::vector<std::unique_ptr<Device>> devices_;
     rdma::LinkConfig config_;
     Executor& executor_;
 };

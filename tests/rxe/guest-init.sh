@@ -10,6 +10,7 @@ mount -t devtmpfs dev /dev
 for m in $(cat /modules.order); do insmod "$m"; done
 
 job=$(sed -n 's/.*job=\([^ ]*\).*/\1/p' /proc/cmdline)
+work=$(sed -n 's/.*work=\([^ ]*\).*/\1/p' /proc/cmdline)
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro,cache=loose hostroot /newroot
 for d in tmp run var/tmp var/log root mnt; do mount -t tmpfs tmpfs "/newroot/$d"; done
 mount -t proc proc /newroot/proc
@@ -26,8 +27,8 @@ printf '#!/bin/sh\nexec chroot /newroot /sbin/modprobe "$@"\n' > /modprobe
 chmod +x /modprobe
 echo /modprobe > /proc/sys/kernel/modprobe
 
-out="/newroot$job/rxe-guest"
-chroot /newroot /bin/sh -c "ulimit -l unlimited; export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root; bash $job/rxe-guest/command.sh" > "$out/output.log" 2>&1
+out="/newroot$job/$work"
+chroot /newroot /bin/sh -c "ulimit -l unlimited; export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root; bash $job/$work/command.sh" > "$out/output.log" 2>&1
 echo $? > "$out/status"
 sync
 poweroff -f

@@ -184,6 +184,48 @@ TEST(SmcrSocket, ALinkBrokenMidStreamLosesNothing)
     EXPECT_FALSE(cg->terminated());
 }
 
+// A port that comes back (the provider's path-up event) gives the groups their second link
+// again, as Linux re-adds it; here both sides hear the event at once, so the server's
+// ADD_LINK and the client's REQ_ADD_LINK race for the group's flow, and one link comes of it.
+TEST(SmcrSocket, APortBackUpGivesTheGroupItsSecondLinkAgain)
+{
+    Fabric f;
+    auto server = makeStack(f, kServerId);
+    auto client = makeStack(f, kClientId);
+    Pair p = connectPair(*server, *client);
+    ASSERT_EQ(p.client.transport(), Transport::SmcR);
+    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->find(Role::Server, kClientId);
+    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->find(Role::Client, kServerId);
+    ASSERT_TRUE(sg && cg);
+    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }));
+
+    for (unsigned slot = 0; slot < 3; ++slot) {
+        if (sg->linkId(slot) == p.server.info().linkId) {
+            ASSERT_TRUE(sg->breakLink(slot));
+        }
+    }
+    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 1 && cg->activeLinks() == 1; }));
+    f.fabric.portUp();
+    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }));
+    EXPECT_EQ(sg->type(), GroupType::Symmetric);
+    EXPECT_EQ(cg->type(), GroupType::Symmetric);
+    f.fabric.portUp(); // a complete group adds nothing
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(sg->activeLinks(), 2u);
+
+    // The connection still carries bytes both ways, on whichever link.
+    constexpr std::uint64_t kBytes = 4 << 20;
+    std::uint64_t received = 0;
+    Result<std::uint64_t> wrong = 0;
+    std::thread reader([&] { wrong = recvStream(p.server, 5, received); });
+    ASSERT_TRUE(sendStream(p.client, kBytes, 5));
+    reader.join();
+    ASSERT_TRUE(wrong) << wrong.error().message();
+    EXPECT_EQ(received, kBytes);
+    EXPECT_EQ(*wrong, 0u);
+    EXPECT_FALSE(sg->terminated());
+}
+
 // The group ends under open sockets: the managers let go of it at once and its links go
 // soon after (no QP or registration stays), while the sockets still hold it until they close.
 TEST(SmcrSocket, ASocketOutlivesItsEndedGroupAndClosesSafely)
