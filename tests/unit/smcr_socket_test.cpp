@@ -199,14 +199,23 @@ TEST(SmcrSocket, APortBackUpGivesTheGroupItsSecondLinkAgain)
     ASSERT_TRUE(sg && cg);
     ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }));
 
+    auto links = [&] {
+        return "server " + std::to_string(sg->activeLinks()) + " " + toString(sg->type()) +
+               ", client " + std::to_string(cg->activeLinks()) + " " + toString(cg->type()) +
+               ", connection on link " + std::to_string(p.server.info().linkId);
+    };
+    const std::uint8_t linkId = p.server.info().linkId;
+    ASSERT_NE(linkId, 0) << links();
     for (unsigned slot = 0; slot < 3; ++slot) {
-        if (sg->linkId(slot) == p.server.info().linkId) {
-            ASSERT_TRUE(sg->breakLink(slot));
+        if (sg->linkId(slot) == linkId) {
+            ASSERT_TRUE(sg->breakLink(slot)) << links();
         }
     }
-    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 1 && cg->activeLinks() == 1; }));
+    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 1 && cg->activeLinks() == 1; }))
+        << links();
     f.fabric.portUp();
-    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }));
+    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }))
+        << links();
     EXPECT_EQ(sg->type(), GroupType::Symmetric);
     EXPECT_EQ(cg->type(), GroupType::Symmetric);
     f.fabric.portUp(); // a complete group adds nothing
