@@ -4,20 +4,23 @@
 # device rxe0 there, run a command in the build directory, and return its output and
 # exit status. Usage:
 #   tests/rxe/run-in-guest.sh [--accel tcg|kvm] [--timeout SECONDS] [--memory MB]
-#       [--pair N:PORT] BUILD_DIR -- COMMAND...
+#       [--kernel VERSION] [--pair N:PORT] BUILD_DIR -- COMMAND...
+# --kernel: the newest /boot/vmlinuz-VERSION* (default 6.1.: Debian 12's own kernel, whatever
+# else is installed).
 # --pair N:PORT makes this guest host N (1 or 2) of a pair: instead of rxe0 on a dummy, two
 # NICs, each a qemu UDP socket to the same NIC of the other guest (host UDP ports PORT and
 # up), eth0 10.1.0.N/24 under rxe0 and eth1 10.2.0.N/24 under rxe1. Its files go to
 # BUILD_DIR/rxe-guest-N.
 set -euo pipefail
 
-accel=tcg timeout=240 memory=1024 pair=
+accel=tcg timeout=240 memory=1024 pair= kernel_version=6.1.
 while [[ $# -gt 0 && $1 == --* ]]; do
     case $1 in
     --accel) accel=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --memory) memory=$2; shift 2 ;;
     --pair) pair=$2; shift 2 ;;
+    --kernel) kernel_version=$2; shift 2 ;;
     *) echo "run-in-guest: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -27,8 +30,8 @@ shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 [[ $build != *[[:space:]]* ]] || { echo "run-in-guest: no spaces in the build path" >&2; exit 2; }
 
-kernel=$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)
-[[ -n $kernel ]] || { echo "run-in-guest: no /boot/vmlinuz-* (apt-get install linux-image-amd64)" >&2; exit 2; }
+kernel=$(ls -1 /boot/vmlinuz-"$kernel_version"* 2>/dev/null | sort -V | tail -n 1)
+[[ -n $kernel ]] || { echo "run-in-guest: no /boot/vmlinuz-$kernel_version* (apt-get install linux-image-amd64)" >&2; exit 2; }
 version=${kernel#/boot/vmlinuz-}
 for tool in qemu-system-x86_64 busybox cpio; do
     command -v "$tool" >/dev/null || { echo "run-in-guest: $tool is missing (see .ci/install-deps --rxe)" >&2; exit 2; }
@@ -72,8 +75,13 @@ if [[ ! -s $cache/initramfs-$version.cpio.gz || $here/guest-init.sh -nt $cache/i
     for mod in virtio_pci 9pnet_virtio 9p; do
         modprobe -S "$version" --show-depends "$mod" | awk '$1 == "insmod" { print $2 }'
     done | awk '!seen[$0]++' | while read -r ko; do
-        cp "$ko" "$root/modules/"
-        echo "/modules/$(basename "$ko")" >> "$root/modules.order"
+        # busybox insmod takes plain .ko only (6.12 ships .ko.xz).
+        name=$(basename "${ko%.xz}")
+        case $ko in
+        *.xz) xz -dc "$ko" > "$root/modules/$name" ;;
+        *) cp "$ko" "$root/modules/$name" ;;
+        esac
+        echo "/modules/$name" >> "$root/modules.order"
     done
     cp "$here/guest-init.sh" "$root/init"
     chmod +x "$root/init"

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+// kernel-smc-nc: netcat over the kernel's own SMC (AF_SMC sockets), the peer of smc-core in
+// the interop tests: stdin to the connection, the connection to stdout, until both end.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace
+{
+
+constexpr int kAfSmc = 43;       // AF_SMC
+constexpr int kSmcProtoIpv4 = 0; // SMCPROTO_SMC
+
+int usage()
+{
+    std::fprintf(stderr, "usage: kernel-smc-nc [-v] HOST PORT | -l HOST PORT\n"
+                         "Copies stdin to an AF_SMC connection and the connection to stdout\n"
+                         "until both end; -l listens on HOST:PORT and serves one connection.\n");
+    return 2;
+}
+
+int fail(const char* what)
+{
+    std::fprintf(stderr, "kernel-smc-nc: %s: %s\n", what, std::strerror(errno));
+    return 1;
+}
+
+bool writeAll(int fd, const char* p, std::size_t n)
+{
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= static_cast<std::size_t>(w);
+    }
+    return true;
+}
+
+int pump(int s)
+{
+    static char buf[256 * 1024];
+    bool inEof = false, netEof = false;
+    while (!netEof) {
+        pollfd fds[2] = {{STDIN_FILENO, static_cast<short>(inEof ? 0 : POLLIN), 0}, {s, POLLIN, 0}};
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR)
+            return fail("poll");
+        if (fds[0].revents != 0 && !inEof) {
+            const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+            if (n > 0) {
+                if (!writeAll(s, buf, static_cast<std::size_t>(n)))
+                    return fail("send");
+            } else {
+                inEof = true;
+                ::shutdown(s, SHUT_WR);
+            }
+        }
+        if (fds[1].revents != 0) {
+            const ssize_t n = ::read(s, buf, sizeof buf);
+            if (n < 0 && errno != EINTR)
+                return fail("recv");
+            if (n == 0)
+                netEof = true;
+            else if (n > 0 && !writeAll(STDOUT_FILENO, buf, static_cast<std::size_t>(n)))
+                return fail("stdout");
+        }
+    }
+    // The peer ended its side; ours follows once stdin does.
+    while (!inEof) {
+        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        if (!writeAll(s, buf, static_cast<std::size_t>(n)))
+            return fail("send");
+    }
+    ::shutdown(s, SHUT_WR);
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    bool listen = false;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; ++i) {
+        if (std::string_view(argv[i]) == "-l")
+            listen = true;
+        else if (std::string_view(argv[i]) != "-v")
+            return usage();
+    }
+    if (argc - i != 2)
+        return usage();
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(argv[i + 1])));
+    if (::inet_pton(AF_INET, argv[i], &addr.sin_addr) != 1)
+        return usage();
+    const int s = ::socket(kAfSmc, SOCK_STREAM | SOCK_CLOEXEC, kSmcProtoIpv4);
+    if (s < 0)
+        return fail("socket(AF_SMC) (modprobe smc)");
+    const sockaddr* sa = reinterpret_cast<const sockaddr*>(&addr);
+    if (listen) {
+        const int on = 1;
+        ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        if (::bind(s, sa, sizeof addr) < 0 || ::listen(s, 8) < 0)
+            return fail("listen");
+        std::fprintf(stderr, "kernel-smc-nc: listening\n");
+        const int c = ::accept(s, nullptr, nullptr);
+        if (c < 0)
+            return fail("accept");
+        const int rc = pump(c);
+        ::close(c);
+        return rc;
+    }
+    if (::connect(s, sa, sizeof addr) < 0)
+        return fail("connect");
+    return pump(s);
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Makes the rxe guest's kernel an SMC-R v2 peer: loads smc and smc_diag, adds smc-core's UEID
+# (the kernel offers SMC-Rv2 only with one) and a pnet table that maps lo, dummy0 and rxe0
+# port 1 to one pnetid (connections to a local address route via lo). Usage: setup.sh BUILD_DIR
+set -euo pipefail
+tool=$1/tests/smc-kernel-setup
+modprobe -a smc smc_diag
+"$tool" ueid add SMC-CORE-LOOPBACK
+for dev in lo dummy0; do
+    "$tool" pnet add SMCCORE eth "$dev"
+done
+"$tool" pnet add SMCCORE ib rxe0 1
