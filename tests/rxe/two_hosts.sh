@@ -22,12 +22,14 @@ out=$build/two-hosts
 rm -rf "$out"
 mkdir -p "$out"
 base=$((20000 + RANDOM % 20000)) # the guests' UDP ports on the host: base+10..base+21
+# The guests see the build directory, not necessarily the sources (the guest's /tmp is its own).
+cp "$here/two_hosts_guest.sh" "$out/"
 
 for host in 1 2; do
     role=server
     [[ $host == 2 ]] && role=client
     "$here/run-in-guest.sh" --pair "$host:$base" --timeout "$timeout" "$build" -- \
-        bash "$here/two_hosts_guest.sh" "$role" "$out" "$mib" "$pull" > "$out/guest$host.log" 2>&1 &
+        bash "$out/two_hosts_guest.sh" "$role" "$out" "$mib" "$pull" > "$out/guest$host.log" 2>&1 &
 done
 status=0
 wait %1 || status=$?
