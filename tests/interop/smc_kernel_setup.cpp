@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/interop/tcp_option.h"
+
 namespace
 {
 
@@ -157,6 +159,8 @@ int usage()
                          "       smc-kernel-setup pnet add PNETID ib DEVICE PORT\n"
                          "       smc-kernel-setup lgr   (SMC-R link groups: id, connections)\n"
                          "       smc-kernel-setup diag  (AF_SMC sockets: addresses, mode)\n"
+                         "       smc-kernel-setup tcp-option CGROUP_DIR  (SMC's TCP option on\n"
+                         "           the cgroup's SYNs and SYN-ACKs, by a BPF sock_ops program)\n"
                          "Adding what is there already succeeds.\n");
     return 2;
 }
@@ -212,6 +216,13 @@ int main(int argc, char** argv)
     const std::vector<std::string_view> a(argv + 1, argv + argc);
     if (a.size() == 1 && a[0] == "diag")
         return diag();
+    if (a.size() == 2 && a[0] == "tcp-option") {
+        std::string log;
+        const int rc = smc::interop::attachSmcTcpOption(argv[2], log);
+        if (!log.empty())
+            std::fprintf(stderr, "%s\n", log.c_str());
+        return rc < 0 ? fail("tcp-option", rc) : 0;
+    }
     Netlink nl(NETLINK_GENERIC);
     if (nl.fd < 0)
         return fail("netlink socket", -errno);
