@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The kernel's SMC client meets smc-core's server (interop milestone 0): with the SMC TCP
+# option in our SYN-ACK (BPF sock_ops on our cgroup) the kernel sends a CLC PROPOSAL, which we
+# decline (no SMC-Rv2 yet: NOSMCRDEV); without it the kernel sends none (PEERNOSMC). Both
+# times the bytes flow over TCP, intact. Usage: kernel_proposal_test.sh BUILD_DIR. It changes
+# the kernel's SMC setup and attaches a BPF program, so it runs only in the rxe guest
+# (run-in-guest.sh --kernel 6.12), and skips (77) elsewhere.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+if [[ -z ${SMC_RXE_GUEST:-} ]] || ! modprobe -q smc || [[ ! -e /sys/class/infiniband/rxe0 ]]; then
+    echo "no kernel SMC or no rxe0 (run in the rxe guest with --kernel 6.12)"
+    exit 77
+fi
+here=$(dirname "$0")
+bash "$here/setup.sh" "$build"
+mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
+cgroup=/sys/fs/cgroup/smc-core
+mkdir -p "$cgroup"
+"$build/tests/smc-kernel-setup" tcp-option "$cgroup"
+dir=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
+head -c $((1 << 20)) /dev/urandom > "$dir/data"
+
+# $1: the port; $2: "cgroup" to serve from the option's cgroup. Prints the server's verdict.
+serve_once() {
+    local port=$1 join=:
+    [[ $2 == cgroup ]] && join="echo \$\$ > $cgroup/cgroup.procs"
+    sh -c "$join; exec '$build/smc/tools/smc-nc' -v --smcr rxe0 -l 192.0.2.1 $port" \
+        < "$dir/data" > "$dir/server.got" 2> "$dir/server.err" &
+    for _ in $(seq 50); do grep -q listening "$dir/server.err" && break; sleep 0.1; done
+    timeout 30 "$build/tests/kernel-smc-nc" 192.0.2.1 "$port" < "$dir/data" > "$dir/client.got"
+    wait
+    cmp -s "$dir/data" "$dir/server.got" && cmp -s "$dir/data" "$dir/client.got" ||
+        { echo "bytes differ"; exit 1; }
+    grep '^smc-nc: TCP fallback' "$dir/server.err"
+}
+with=$(serve_once 7101 cgroup)
+without=$(serve_once 7102 none)
+echo "with the option:    $with"
+echo "without the option: $without"
+[[ $with == *NOSMCRDEV* ]] || { echo "the kernel sent no PROPOSAL despite the option"; exit 1; }
+[[ $without == *PEERNOSMC* ]] || { echo "expected PEERNOSMC without the option"; exit 1; }
+echo "kernel-proposal: $(uname -r) proposes SMC to us only with the option; bytes intact"
