@@ -286,10 +286,48 @@ TEST(RxeGid, EveryRoceV2GidHasItsNetdevsMac)
     EXPECT_FALSE(context.gidMac(1, 100000));
 }
 
+// Forwards to an RdmaRegistrar. The bulk registration on link 1 first waits (up to 5 s) for
+// 20 more acquire/release rounds: it runs only if the pool lets them run meanwhile. Without
+// the wait the test relied on the scheduler to run the workers during a short addLink.
+class WaitingRegistrar final : public Registrar
+{
+public:
+    WaitingRegistrar(RdmaRegistrar& inner, std::atomic<int>& rounds)
+        : inner_(inner), rounds_(rounds)
+    {
+    }
+    std::error_code registerBuffer(BufferDesc& desc, unsigned link) override
+    {
+        return inner_.registerBuffer(desc, link);
+    }
+    void unregisterBuffer(BufferDesc& desc, unsigned link) noexcept override
+    {
+        inner_.unregisterBuffer(desc, link);
+    }
+    std::error_code registerBuffers(std::span<BufferDesc* const> descs, unsigned link) override
+    {
+        if (link == 1) {
+            const int start = rounds_.load();
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (rounds_.load() < start + 20 && std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return inner_.registerBuffers(descs, link);
+    }
+
+private:
+    RdmaRegistrar& inner_;
+    std::atomic<int>& rounds_;
+};
+
 TEST_F(Rxe, BulkRegistrationOnANewLinkWhileTwoThreadsAcquireRelease)
 {
-    RdmaRegistrar registrar;
-    auto pool = poolOn(registrar, links.pdA);
+    RdmaRegistrar rdma;
+    std::atomic<int> rounds{0};
+    WaitingRegistrar registrar(rdma, rounds);
+    rdma.setLink(0, links.pdA);
+    auto pool = smcrPool(registrar);
+    ASSERT_TRUE(pool->addLink(0));
     std::vector<BufferRef> held;
     for (int i = 0; i < 64; ++i) {
         Result<BufferRef> b =
@@ -301,7 +339,7 @@ TEST_F(Rxe, BulkRegistrationOnANewLinkWhileTwoThreadsAcquireRelease)
         ASSERT_TRUE(pool->release(held[i]));
 
     std::atomic<bool> stop{false};
-    std::atomic<int> errors{0}, rounds{0};
+    std::atomic<int> errors{0};
     std::vector<std::thread> workers;
     for (int t = 0; t < 2; ++t) {
         workers.emplace_back([&, t] {
@@ -315,7 +353,7 @@ TEST_F(Rxe, BulkRegistrationOnANewLinkWhileTwoThreadsAcquireRelease)
     }
     while (rounds.load() < 50)
         std::this_thread::yield();
-    registrar.setLink(1, links.pdB);
+    rdma.setLink(1, links.pdB);
     const int before = rounds.load();
     ASSERT_TRUE(pool->addLink(1));
     const int during = rounds.load() - before;
@@ -323,7 +361,7 @@ TEST_F(Rxe, BulkRegistrationOnANewLinkWhileTwoThreadsAcquireRelease)
     for (auto& w : workers)
         w.join();
     EXPECT_EQ(errors.load(), 0);
-    EXPECT_GT(during, 0) << "acquire/release went on during the bulk registration";
+    EXPECT_GE(during, 20) << "acquire/release went on during the bulk registration";
 
     // Every buffer is registered on link 1, and its MR works: WRITE into an RMB
     // through its link-1 rtoken (B's PD) from A.
