@@ -105,14 +105,19 @@ struct Netlink {
             const ssize_t n = ::recv(fd, in.data(), in.size(), 0);
             if (n < 0)
                 return -errno;
-            int left = static_cast<int>(n);
-            for (auto* h = reinterpret_cast<nlmsghdr*>(in.data()); NLMSG_OK(h, left);
-                 h = NLMSG_NEXT(h, left)) {
+            // NLMSG_OK and NLMSG_NEXT, without their signed/unsigned comparisons.
+            std::size_t at = 0;
+            while (static_cast<std::size_t>(n) - at >= sizeof(nlmsghdr)) {
+                const auto* h = reinterpret_cast<const nlmsghdr*>(in.data() + at);
+                if (h->nlmsg_len < sizeof(nlmsghdr) ||
+                    h->nlmsg_len > static_cast<std::size_t>(n) - at)
+                    break;
                 if (h->nlmsg_type == NLMSG_DONE)
                     return 0;
                 if (h->nlmsg_type == NLMSG_ERROR)
                     return static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
                 onMessage(*h);
+                at += NLMSG_ALIGN(h->nlmsg_len);
             }
         }
     }
