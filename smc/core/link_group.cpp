@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 
 LlcConfig llcConfig(const LinkGroupConfig& c)
 {
-    return {c.role, c.maxLinks, c.maxConns, c.timeouts};
+    return {c.role, c.llcVersion, c.maxLinks, c.maxConns, c.timeouts};
 }
 
 // What a call on a connection that is no longer Open says: Closed after
@@ -41,7 +41,8 @@ LinkGroup::LinkGroup(LinkGroupConfig config, LinkProvider& provider)
 Result<std::unique_ptr<LinkGroup>> LinkGroup::create(LinkGroupConfig config, LinkProvider& provider)
 {
     if (config.maxConns < 16 || config.maxConns > 255 || config.maxLinks < 1 ||
-        config.maxLinks > 2 || config.pool.tech != Tech::SmcR)
+        config.maxLinks > 2 || config.pool.tech != Tech::SmcR || config.llcVersion < 1 ||
+        config.llcVersion > 2 || (config.llcVersion == 2 && config.maxLinks != 1))
         return std::make_error_code(std::errc::invalid_argument);
     std::unique_ptr<LinkGroup> g(new LinkGroup(std::move(config), provider));
     Result<std::unique_ptr<BufferPool>> pool =

@@ -3,6 +3,7 @@
 // llc_events.cpp).
 #include "smc/llc/llc_engine.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "smc/llc/link_errors.h"
@@ -182,9 +183,17 @@ Result<void> LlcEngine::breakLink(unsigned slot)
 
 // --- Messages ----------------------------------------------------------------------
 
+std::vector<std::byte> LlcEngine::wire(Message m) const
+{
+    // The flows build v1 messages, and v2 where only v2 exists (REQ_ADD_LINK, a DELETE_RKEY
+    // answer in the form of its v2 request): a v2 group raises the rest.
+    m.version = std::max(m.version, config_.version);
+    return llc::encode(m);
+}
+
 Result<void> LlcEngine::send(unsigned slot, const Message& m)
 {
-    const std::vector<std::byte> wire = llc::encode(m);
+    const std::vector<std::byte> bytes = wire(m);
     std::shared_ptr<LinkChannel> channel;
     {
         MutexLocker lock(mutex_);
@@ -193,7 +202,7 @@ Result<void> LlcEngine::send(unsigned slot, const Message& m)
             return gone();
         ++stats_.messagesOut;
     }
-    return channel->send(wire); // may wait for a send slot: not under the lock
+    return channel->send(bytes); // may wait for a send slot: not under the lock
 }
 
 Result<Message> LlcEngine::await(Waiter& w, std::chrono::milliseconds timeout)

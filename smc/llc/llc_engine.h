@@ -34,6 +34,10 @@ struct LlcTimeouts {
 
 struct LlcConfig {
     Role role = Role::Client;
+    // The header version of what the group sends: 2 in an SMC-Rv2 group (Linux puts v2
+    // headers on every LLC message there), 1 otherwise. What exists only as v2 (REQ_ADD_LINK)
+    // is v2 either way.
+    std::uint8_t version = 1;
     unsigned maxLinks = 2;   // symmetric links wanted (Linux 1..2)
     unsigned maxConns = 255; // Linux 16..255
     LlcTimeouts timeouts;
@@ -209,6 +213,8 @@ private:
     void scheduleEvents() SMC_REQUIRES(mutex_);
     void runEvents();
     void releaseFlow();
+    // `m` on the wire, with the group's header version.
+    std::vector<std::byte> wire(llc::Message m) const;
     Result<void> send(unsigned slot, const llc::Message& m);
     Result<llc::Message> await(Waiter& w, std::chrono::milliseconds timeout);
     Result<llc::Message> exchange(unsigned sendSlot, const llc::Message& m, unsigned waitSlot,

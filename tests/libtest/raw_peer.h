@@ -322,6 +322,7 @@ public:
         if (server) {
             if (std::optional<llc::Message> req = peer.nextOf(llc::Type::ConfirmLink, false)) {
                 c.linkId = std::get<llc::ConfirmLink>(req->body).linkId;
+                confirmVersion_ = req->version;
                 (void)peer.send({1, true, c});
             }
         } else {
@@ -329,10 +330,14 @@ public:
         }
         Result<void> r = started.get();
         provider_.refuse = 0;
-        if (r && !server) // its answer went out before start() returned
-            (void)peer.nextOf(llc::Type::ConfirmLink, true);
+        if (r && !server) { // its answer went out before start() returned
+            if (std::optional<llc::Message> resp = peer.nextOf(llc::Type::ConfirmLink, true))
+                confirmVersion_ = resp->version;
+        }
         return r;
     }
+    // The header version of the group's CONFIRM_LINK in start() (0: none came).
+    std::uint8_t confirmVersion() const { return confirmVersion_; }
 
     LinkGroup& group() { return *group_; }
     RawProvider& provider() { return provider_; }
@@ -343,6 +348,7 @@ public:
 private:
     InprocRegistrar keys_;
     RawProvider provider_;
+    std::uint8_t confirmVersion_ = 0;
     std::unique_ptr<LinkGroup> group_; // last: gone first, before the ends it talks to
 };
 

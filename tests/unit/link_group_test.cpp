@@ -11,8 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/libtest/hostile.h"
 #include "tests/libtest/link_group_pair.h"
 #include "tests/libtest/link_groups.h"
+#include "tests/libtest/raw_peer.h"
 
 namespace smc
 {
@@ -36,6 +38,66 @@ TEST(LinkGroup, FirstLinkThenASecondSymmetricLink)
     for (const LinkInfo& l : p.client.group->links())
         cIds.push_back(l.linkId);
     EXPECT_EQ(sIds, cIds) << "the client adopts the server's link numbers";
+}
+
+// An SMC-Rv2 group (Linux 6.12 as the peer) puts v2 headers on what it sends: its
+// CONFIRM_LINK in either role, its TEST_LINKs and their answers, its DELETE_LINK.
+TEST(LinkGroup, AV2GroupSendsV2Headers)
+{
+    for (Role role : {Role::Server, Role::Client}) {
+        SCOPED_TRACE(role == Role::Server ? "server" : "client");
+        LinkGroupConfig c = test::hostileConfig(role);
+        c.llcVersion = 2;
+        c.maxLinks = 1;
+        c.timeouts.testLink = 50ms;
+        test::RawPeer p(c);
+        ASSERT_TRUE(p.start());
+        EXPECT_EQ(p.confirmVersion(), 2);
+        test::PeerEnd& peer = *p.end();
+        std::optional<llc::Message> probe = peer.nextOf(llc::Type::TestLink, false);
+        ASSERT_TRUE(probe);
+        EXPECT_EQ(probe->version, 2);
+        ASSERT_TRUE(peer.send({1, false, llc::TestLink{}}));
+        std::optional<llc::Message> echo = peer.nextOf(llc::Type::TestLink, true);
+        ASSERT_TRUE(echo);
+        EXPECT_EQ(echo->version, 2);
+        p.group().terminate("test");
+        std::optional<llc::Message> bye = peer.nextOf(llc::Type::DeleteLink, false);
+        ASSERT_TRUE(bye);
+        EXPECT_EQ(bye->version, 2);
+    }
+}
+
+// Until the v2 ADD_LINK exists, a v2 group has one link; other versions are refused.
+TEST(LinkGroup, AV2GroupHasOneLinkAndVersionsAreOneOrTwo)
+{
+    InprocRegistrar a, b;
+    InprocFabric fabric(a, b);
+    LinkGroupConfig c;
+    c.llcVersion = 2;
+    EXPECT_EQ(LinkGroup::create(c, fabric).error(), std::errc::invalid_argument); // maxLinks 2
+    c.maxLinks = 1;
+    EXPECT_TRUE(LinkGroup::create(c, fabric));
+    c.llcVersion = 3;
+    EXPECT_EQ(LinkGroup::create(c, fabric).error(), std::errc::invalid_argument);
+    c.llcVersion = 0;
+    EXPECT_EQ(LinkGroup::create(c, fabric).error(), std::errc::invalid_argument);
+}
+
+// Two v2 groups understand each other: CONFIRM_LINK both ways, nothing malformed.
+TEST(LinkGroup, TwoV2GroupsComeUp)
+{
+    LinkGroupConfig c;
+    c.llcVersion = 2;
+    c.maxLinks = 1;
+    c.timeouts = Pair::fastTimeouts();
+    test::GroupPair p;
+    ASSERT_TRUE(p.create(c));
+    ASSERT_TRUE(p.start());
+    EXPECT_EQ(p.server.group->activeLinks(), 1u);
+    EXPECT_EQ(p.client.group->activeLinks(), 1u);
+    EXPECT_EQ(p.server.group->stats().malformed, 0u);
+    EXPECT_EQ(p.client.group->stats().malformed, 0u);
 }
 
 // CONFIRM_LINK carries each side's max links and max conns; both keep the

@@ -40,12 +40,12 @@ void LlcEngine::sendEchoes(unsigned slot, std::uint64_t epoch)
             e.running = false;
             return;
         }
-        const std::vector<std::byte> wire = llc::encode(*e.owed);
+        const std::vector<std::byte> bytes = wire(*e.owed);
         e.owed.reset();
         ++stats_.messagesOut;
         lock.unlock();
-        (void)channel->send(wire); // may wait for a send slot: not under the lock
-        channel.reset();           // before the lock: clearLink waits for the last reference
+        (void)channel->send(bytes); // may wait for a send slot: not under the lock
+        channel.reset();            // before the lock: clearLink waits for the last reference
         lock.lock();
     }
 }
@@ -78,7 +78,7 @@ void LlcEngine::testLinks()
         }
     }
     for (const auto& channel : probe) // a send may wait for a slot: not under the lock
-        (void)channel->send(llc::encode({1, false, llc::TestLink{}}));
+        (void)channel->send(wire({1, false, llc::TestLink{}}));
 }
 
 } // namespace smc
