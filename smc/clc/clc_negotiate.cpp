@@ -45,6 +45,38 @@ std::optional<Eid> matchEid(const Capabilities& ours, const Proposal& p)
     return std::nullopt;
 }
 
+// Linux smc_find_rdma_v2_device_serv and smc_clc_srv_v2x_features_validate, for a direct
+// route only.
+Negotiation smcrV2(const Capabilities& ours, const Proposal& p)
+{
+    if (!ours.smcrV2)
+        return DeclineCode::NoSmcrDev;
+    const std::optional<Eid> eid = matchEid(ours, p);
+    if (!eid)
+        return DeclineCode::NoUeid;
+    const std::uint8_t release = std::min(p.v2.release, ours.release);
+    if (release >= kRelease1 && p.v2.maxConns < 16)
+        return DeclineCode::MaxConnErr;
+    if (release >= kRelease1 && p.v2.maxLinks < 1)
+        return DeclineCode::MaxLinkErr;
+    const Gid& gid = p.v2.roceV2Gid;
+    constexpr std::array<std::uint8_t, 12> kMapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!std::equal(kMapped.begin(), kMapped.end(), gid.begin()))
+        return DeclineCode::NoRoute; // not an IPv4 RoCE v2 GID: no route we can check
+    const std::array<std::uint8_t, 4> peer{gid[12], gid[13], gid[14], gid[15]};
+    const bool direct = std::any_of(ours.ipv4.begin(), ours.ipv4.end(), [&](const Ipv4Address& a) {
+        return samePrefix(a.address, peer, a.prefixLength);
+    });
+    if (!direct)
+        return DeclineCode::NoRoute;
+    Choice c;
+    c.version = kVersion2;
+    c.type = SmcType::SmcR;
+    c.eid = *eid;
+    c.release = release;
+    return c;
+}
+
 } // namespace
 
 std::vector<IsmOffer> ismV2Offers(const Proposal& p)
@@ -154,8 +186,13 @@ Negotiation negotiate(const Capabilities& ours, const Proposal& p)
     }
     if (!v1r && !v2r)
         return reason.value_or(DeclineCode::NoSmcdDev);
-    if (v2r)
-        note(DeclineCode::NoSmcrDev);
+    if (v2r) {
+        if (std::variant<Choice, DeclineCode> r = smcrV2(ours, p);
+            std::holds_alternative<Choice>(r))
+            return std::get<Choice>(r);
+        else
+            note(std::get<DeclineCode>(r));
+    }
     if (v1r && prefixOk && ours.smcrV1) {
         Choice c;
         c.type = SmcType::SmcR;

@@ -30,16 +30,19 @@ struct Ipv4Address {
     std::uint8_t prefixLength = 0;
 };
 
-// What this side can do for one connection. SMC-Rv2 is not among it (see negotiate()).
+// What this side can do for one connection.
 struct Capabilities {
     std::vector<LocalIsm> ismV2;   // SMC-Dv2-capable devices, loopback-ism among them
     std::optional<LocalIsm> ismV1; // a native ISM device for SMC-Dv1
     bool smcrV1 = false;           // a RoCE device this connection may use for SMC-Rv1
+    bool smcrV2 = false;           // one with a RoCE v2 IPv4 GID, for SMC-Rv2
     std::vector<Eid> ueids;        // the user EIDs configured here
     std::optional<Eid> seid;       // the system EID, if enabled (s390)
     std::uint8_t release = kRelease1;
-    std::vector<Ipv4Address> ipv4; // the interface's addresses, for the v1 subnet check
-    std::vector<Ipv6Prefix> ipv6;  // likewise (address and prefix length)
+    // The interface's addresses: the v1 subnet check, and SMC-Rv2's direct route (the peer's
+    // RoCE v2 GID in one of these subnets).
+    std::vector<Ipv4Address> ipv4;
+    std::vector<Ipv6Prefix> ipv6; // likewise (address and prefix length)
 };
 
 // An SMC-Dv2 device the client offered: the native entry of the SMC-D area, then the
@@ -72,14 +75,16 @@ struct Choice {
 };
 using Negotiation = std::variant<Choice, DeclineCode>;
 
-// What the server answers a PROPOSAL with, trying SMC-Dv2, then SMC-Dv1, then SMC-Rv1 (the
-// order of Linux's smc_listen_find_device) and declining with the first reason it found.
+// What the server answers a PROPOSAL with, trying SMC-Dv2, SMC-Dv1, SMC-Rv2, then SMC-Rv1
+// (the order of Linux's smc_listen_find_device) and declining with the first reason it found.
 // An SMC-D device is taken when its CHID is the offered one; an emulated one (loopback-ism)
 // reaches only itself, so its GIDs must be the offered ones too (a host-wide one: its gid). A
 // native device's reach cannot be seen here: the caller still asks the device (query_remote_gid).
-// SMC-Rv2 offers are not taken (no route and gateway checks here): NoSmcrDev. Returns a Choice, or
-// one of these decline reasons: PeerNoSmc, NoIsm2Supp, NoUeid, NoSmcd2Dev, DiffPrefix, NoSmcdDev,
-// NoSmcrDev, NoSmcDev.
+// SMC-Rv2 is taken with an EID in common, a release-1 offer of at least 16 connections and one
+// link, and the peer's RoCE v2 GID in one of our subnets: a direct route, the only kind taken
+// (v2_direct; a peer behind a gateway gets NoRoute). Returns a Choice, or one of these decline
+// reasons: PeerNoSmc, NoIsm2Supp, NoUeid, NoSmcd2Dev, DiffPrefix, NoSmcdDev, MaxConnErr,
+// MaxLinkErr, NoRoute, NoSmcrDev, NoSmcDev.
 Negotiation negotiate(const Capabilities& ours, const Proposal& proposal);
 
 } // namespace smc::clc

@@ -64,6 +64,7 @@ int main(int argc, char** argv)
     const std::string dir = argv[1];
     for (const smc::testing::Golden& g : smc::testing::clcGoldens())
         write(dir + "/clc-" + g.name, g.bytes);
+    write(dir + "/clc-linux-6.12-proposal", smc::testing::linux612Proposal());
     int n = 0;
     for (const Message& m : extraSeeds()) {
         const smc::Result<std::vector<std::byte>> wire = encode(m);

@@ -351,6 +351,23 @@ inline Golden declineV2SyncErr()
 
 } // namespace golden
 
+// The PROPOSAL Linux 6.12.118 (Debian) sent to a listener of ours in the rxe guest, with the
+// SMC TCP option in our SYN-ACK, UEID SMC-CORE-LOOPBACK and rxe0 on 192.0.2.1/24: SMC-Rv2
+// only, as tests/interop/capture_proposal.sh printed it.
+inline std::vector<std::byte> linux612Proposal()
+{
+    const std::string_view hex = "e2d4c3d901009c22000000000000000000000000000000000000000000000000"
+                                 "000000000000000000000000000000000000001c000000000000000000000000"
+                                 "0000000000000000000000000000000001000010000000000000000000000000"
+                                 "0000ffffc0000201ff020001000000000000000000000000534d432d434f5245"
+                                 "2d4c4f4f504241434b202020202020202020202020202020e2d4c3d9";
+    const auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    std::vector<std::byte> bytes;
+    for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+        bytes.push_back(static_cast<std::byte>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+    return bytes;
+}
+
 inline std::vector<Golden> clcGoldens()
 {
     using namespace golden;

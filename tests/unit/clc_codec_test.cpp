@@ -254,19 +254,11 @@ TEST(ClcCodec, V1ProposalWithSmcdArea)
     EXPECT_EQ(decode(*b).value(), Message{p});
 }
 
-// The PROPOSAL Linux 6.12.118 (Debian) sent to a listener of ours in the rxe guest, with the
-// SMC TCP option in our SYN-ACK (tests/interop), UEID SMC-CORE-LOOPBACK, rxe0 on 192.0.2.1:
-// SMC-Rv2 only, as captured. Decoded, then encoded again to the same bytes.
+// The PROPOSAL Linux 6.12 sent us (clc_golden.h): decoded, then encoded again to the same
+// bytes.
 TEST(ClcCodec, TheProposalOfLinux612AsCaptured)
 {
-    const std::string hex = "e2d4c3d901009c22000000000000000000000000000000000000000000000000"
-                            "000000000000000000000000000000000000001c000000000000000000000000"
-                            "0000000000000000000000000000000001000010000000000000000000000000"
-                            "0000ffffc0000201ff020001000000000000000000000000534d432d434f5245"
-                            "2d4c4f4f504241434b202020202020202020202020202020e2d4c3d9";
-    Bytes wire;
-    for (std::size_t i = 0; i < hex.size(); i += 2)
-        wire.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    const Bytes wire = smc::testing::linux612Proposal();
     ASSERT_EQ(wire.size(), 156u);
     Result<Message> m = decode(wire);
     ASSERT_TRUE(m) << m.error().message();

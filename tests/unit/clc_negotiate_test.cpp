@@ -32,6 +32,54 @@ DeclineCode declined(const Negotiation& n)
     return std::holds_alternative<DeclineCode>(n) ? std::get<DeclineCode>(n) : DeclineCode{};
 }
 
+// Linux 6.12's SMC-Rv2 PROPOSAL (clc_golden.h) at a server with an SMC-Rv2 device on its
+// 192.0.2.0/24 interface: SMC-Rv2, with the EID and the release.
+Capabilities smcrV2Host()
+{
+    Capabilities c;
+    c.smcrV2 = true;
+    c.ueids = {*makeEid("SMC-CORE-LOOPBACK")};
+    c.ipv4 = {{{192, 0, 2, 1}, 24}};
+    return c;
+}
+
+Proposal linux612()
+{
+    return std::get<Proposal>(decode(smc::testing::linux612Proposal()).value());
+}
+
+TEST(ClcNegotiate, SmcrV2ForLinux612)
+{
+    const Negotiation n = negotiate(smcrV2Host(), linux612());
+    ASSERT_TRUE(std::holds_alternative<Choice>(n)) << static_cast<int>(declined(n));
+    const Choice& c = std::get<Choice>(n);
+    EXPECT_EQ(c.type, SmcType::SmcR);
+    EXPECT_EQ(c.version, kVersion2);
+    EXPECT_EQ(c.eid, *makeEid("SMC-CORE-LOOPBACK"));
+    EXPECT_EQ(c.release, kRelease1);
+}
+
+TEST(ClcNegotiate, SmcrV2Declines)
+{
+    Capabilities ours = smcrV2Host();
+    ours.smcrV2 = false; // no RoCE v2 device: what smc-core's stack says today
+    EXPECT_EQ(declined(negotiate(ours, linux612())), DeclineCode::NoSmcrDev);
+    ours = smcrV2Host();
+    ours.ueids = {*makeEid("OTHER")};
+    EXPECT_EQ(declined(negotiate(ours, linux612())), DeclineCode::NoUeid);
+    ours = smcrV2Host();
+    ours.ipv4 = {{{198, 51, 100, 1}, 24}}; // the peer's GID is behind a gateway
+    EXPECT_EQ(declined(negotiate(ours, linux612())), DeclineCode::NoRoute);
+    Proposal p = linux612();
+    p.v2.maxConns = 15;
+    EXPECT_EQ(declined(negotiate(smcrV2Host(), p)), DeclineCode::MaxConnErr);
+    p = linux612();
+    p.v2.maxLinks = 0;
+    EXPECT_EQ(declined(negotiate(smcrV2Host(), p)), DeclineCode::MaxLinkErr);
+    p.v2.release = kRelease0; // release 0 has no limits to check
+    EXPECT_TRUE(std::holds_alternative<Choice>(negotiate(smcrV2Host(), p)));
+}
+
 TEST(ClcNegotiate, LoopbackIsmV2)
 {
     const Negotiation n = negotiate(loopbackHost(), decoded(proposalV2LoopbackOnly()));
