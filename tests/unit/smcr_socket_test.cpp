@@ -141,21 +141,30 @@ TEST(SmcrSocket, SecondSocketJoinsTheGroupAndCloseGivesEveryBufferBack)
     EXPECT_EQ(inUse(*cg), 0);
 }
 
-TEST(SmcrSocket, ALinkBrokenMidStreamLosesNothing)
+// One SMC-R connection on a group with two links, both ends' groups at hand.
+class SmcrTwoLinks : public ::testing::Test
 {
-    Fabric f;
-    auto server = makeStack(f, kServerId);
-    auto client = makeStack(f, kClientId);
-    Pair p = connectPair(*server, *client);
-    ASSERT_EQ(p.client.transport(), Transport::SmcR);
-    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->find(Role::Server, kClientId);
-    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->find(Role::Client, kServerId);
-    ASSERT_TRUE(sg && cg);
-    for (int i = 0; i < 500 && cg->activeLinks() < 2; ++i)
-        std::this_thread::sleep_for(10ms);
-    ASSERT_EQ(sg->activeLinks(), 2u);
-    ASSERT_EQ(cg->activeLinks(), 2u);
+protected:
+    void SetUp() override
+    {
+        server = makeStack(f, kServerId);
+        client = makeStack(f, kClientId);
+        p = connectPair(*server, *client);
+        ASSERT_EQ(p.client.transport(), Transport::SmcR);
+        sg = server->smcr()->groups->find(Role::Server, kClientId);
+        cg = client->smcr()->groups->find(Role::Client, kServerId);
+        ASSERT_TRUE(sg && cg);
+        ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }));
+    }
 
+    Fabric f;
+    std::unique_ptr<SmcStack> server, client;
+    Pair p;
+    std::shared_ptr<LinkGroup> sg, cg;
+};
+
+TEST_F(SmcrTwoLinks, ALinkBrokenMidStreamLosesNothing)
+{
     constexpr std::uint64_t kBytes = 32 << 20;
     std::atomic<std::uint64_t> progress{0};
     std::uint64_t received = 0;
@@ -187,18 +196,8 @@ TEST(SmcrSocket, ALinkBrokenMidStreamLosesNothing)
 // A port that comes back (the provider's path-up event) gives the groups their second link
 // again, as Linux re-adds it; here both sides hear the event at once, so the server's
 // ADD_LINK and the client's REQ_ADD_LINK race for the group's flow, and one link comes of it.
-TEST(SmcrSocket, APortBackUpGivesTheGroupItsSecondLinkAgain)
+TEST_F(SmcrTwoLinks, APortBackUpGivesTheGroupItsSecondLinkAgain)
 {
-    Fabric f;
-    auto server = makeStack(f, kServerId);
-    auto client = makeStack(f, kClientId);
-    Pair p = connectPair(*server, *client);
-    ASSERT_EQ(p.client.transport(), Transport::SmcR);
-    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->find(Role::Server, kClientId);
-    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->find(Role::Client, kServerId);
-    ASSERT_TRUE(sg && cg);
-    ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }));
-
     auto links = [&] {
         return "server " + std::to_string(sg->activeLinks()) + " " + toString(sg->type()) +
                ", client " + std::to_string(cg->activeLinks()) + " " + toString(cg->type()) +
