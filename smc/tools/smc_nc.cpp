@@ -29,8 +29,7 @@ int usage()
     std::fprintf(
         stderr,
         "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] | --tcp] [--rmb BYTES] "
-        "[--json FILE] "
-        "[--smcss]\n"
+        "[--json FILE] [--smcss]\n"
         "              HOST PORT | -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
         "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
@@ -249,15 +248,10 @@ int main(int argc, char** argv)
     if (verbose)
         describe(*s, device);
     LinkReport report(**stack);
-    std::uint64_t in = 0, out = 0;
-    const int rc = pump(*s, [&](std::uint64_t bytesIn, std::uint64_t bytesOut) {
-        in = bytesIn;
-        out = bytesOut;
+    const int rc = pump(*s, [&](std::uint64_t in, std::uint64_t out) {
         if (verbose)
             report(in, out);
     });
-    if (verbose)
-        report(in, out);
     if (!json.empty() && !writeSmcssJson(json, (*stack)->connections(), (*stack)->stats()))
         std::fprintf(stderr, "smc-nc: cannot write %s\n", json.c_str());
     if (smcss)
