@@ -2,7 +2,10 @@
 // Link groups on real queue pairs: first link, ADD_LINK with real rkeys, a link killed,
 // failover, re-add, orderly delete and termination, proven by RDMA WRITEs into peer RMBs.
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -140,6 +143,32 @@ TEST_F(RxeLinkGroups, OrderlyDeleteAndReqAddLinkKeepTheConnectionsWriting)
     ASSERT_TRUE(bothActive(1));
     writeAll(conns, 9);
     EXPECT_EQ(server.terminations.load() + client.terminations.load(), 0);
+}
+
+// rxe0's port 1 is ACTIVE (its sysfs state reads "4: ACTIVE").
+bool portActive()
+{
+    std::ifstream state("/sys/class/infiniband/rxe0/ports/1/state");
+    std::string text;
+    std::getline(state, text);
+    return text.find("ACTIVE") != std::string::npos;
+}
+
+// A port that goes down takes its links down at once (IBV_EVENT_PORT_ERR), idle ones too:
+// with TEST_LINK off nothing else would notice. Both links sit on rxe0's one port here, so
+// both groups end. It sets rxe0's netdev down and up again: in the rxe guest only.
+TEST_F(RxeLinkGroups, APortDownTakesItsIdleLinksDownAtOnce)
+{
+    if (std::getenv("SMC_RXE_GUEST") == nullptr)
+        GTEST_SKIP() << "sets dummy0 down: in the rxe guest only";
+    ASSERT_EQ(std::system("ip link set dummy0 down"), 0);
+    const bool ended = test::eventually(
+        [&] { return server.terminations.load() > 0 && client.terminations.load() > 0; }, 5s);
+    EXPECT_EQ(std::system("ip link set dummy0 up"), 0);
+    EXPECT_TRUE(test::eventually(portActive, 10s));
+    ASSERT_TRUE(ended) << "server: " << server.reason << ", client: " << client.reason;
+    EXPECT_EQ(server.group->activeLinks(), 0u);
+    EXPECT_EQ(client.group->activeLinks(), 0u);
 }
 
 } // namespace
