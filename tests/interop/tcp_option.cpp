@@ -11,7 +11,7 @@
 
 #include <cerrno>
 #include <cstddef>
-#include <cstring>
+#include <cstdint>
 #include <vector>
 
 namespace smc::interop
@@ -39,11 +39,11 @@ public:
     }
     void call(int helper) { emit(BPF_JMP | BPF_CALL, 0, 0, 0, helper); }
     void exit() { emit(BPF_JMP | BPF_EXIT, 0, 0, 0, 0); }
-    // if dst == imm goto label (label < 0: jump always)
+    // if dst == imm goto label
     void jumpIf(int dst, int imm, int label)
     {
         fixups_.push_back({insns_.size(), label});
-        emit(label < 0 ? BPF_JMP | BPF_JA : BPF_JMP | BPF_JEQ | BPF_K, dst, 0, 0, imm);
+        emit(BPF_JMP | BPF_JEQ | BPF_K, dst, 0, 0, imm);
     }
     void jump(int label)
     {
