@@ -187,11 +187,10 @@ Negotiation negotiate(const Capabilities& ours, const Proposal& p)
     if (!v1r && !v2r)
         return reason.value_or(DeclineCode::NoSmcdDev);
     if (v2r) {
-        if (std::variant<Choice, DeclineCode> r = smcrV2(ours, p);
-            std::holds_alternative<Choice>(r))
-            return std::get<Choice>(r);
-        else
-            note(std::get<DeclineCode>(r));
+        const Negotiation r = smcrV2(ours, p);
+        if (const auto* c = std::get_if<Choice>(&r))
+            return *c;
+        note(std::get<DeclineCode>(r));
     }
     if (v1r && prefixOk && ours.smcrV1) {
         Choice c;
