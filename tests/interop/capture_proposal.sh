@@ -7,10 +7,7 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 [[ -n ${SMC_RXE_GUEST:-} ]] || { echo "in the rxe guest only"; exit 2; }
-bash "$(dirname "$0")/setup.sh" "$build" > /dev/null
-mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
-mkdir -p /sys/fs/cgroup/capture
-"$build/tests/smc-kernel-setup" tcp-option /sys/fs/cgroup/capture
+bash "$(dirname "$0")/setup.sh" "$build" capture > /dev/null
 rm -f /tmp/capture.ready
 sh -c 'echo $$ > /sys/fs/cgroup/capture/cgroup.procs; exec python3 -c "
 import socket

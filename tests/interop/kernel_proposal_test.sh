@@ -12,12 +12,8 @@ if [[ -z ${SMC_RXE_GUEST:-} ]] || ! modprobe -q smc || [[ ! -e /sys/class/infini
     echo "no kernel SMC or no rxe0 (run in the rxe guest with --kernel 6.12)"
     exit 77
 fi
-here=$(dirname "$0")
-bash "$here/setup.sh" "$build"
-mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
+bash "$(dirname "$0")/setup.sh" "$build" smc-core
 cgroup=/sys/fs/cgroup/smc-core
-mkdir -p "$cgroup"
-"$build/tests/smc-kernel-setup" tcp-option "$cgroup"
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
 head -c $((1 << 20)) /dev/urandom > "$dir/data"

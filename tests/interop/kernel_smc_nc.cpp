@@ -21,7 +21,7 @@ constexpr int kSmcProtoIpv4 = 0; // SMCPROTO_SMC
 
 int usage()
 {
-    std::fprintf(stderr, "usage: kernel-smc-nc [-v] HOST PORT | -l HOST PORT\n"
+    std::fprintf(stderr, "usage: kernel-smc-nc HOST PORT | -l HOST PORT\n"
                          "Copies stdin to an AF_SMC connection and the connection to stdout\n"
                          "until both end; -l listens on HOST:PORT and serves one connection.\n");
     return 2;
@@ -47,15 +47,17 @@ bool writeAll(int fd, const char* p, std::size_t n)
     return true;
 }
 
+// Until both directions ended: stdin to the socket (then SHUT_WR), the socket to stdout.
 int pump(int s)
 {
     static char buf[256 * 1024];
     bool inEof = false, netEof = false;
-    while (!netEof) {
-        pollfd fds[2] = {{STDIN_FILENO, static_cast<short>(inEof ? 0 : POLLIN), 0}, {s, POLLIN, 0}};
+    while (!inEof || !netEof) {
+        pollfd fds[2] = {{STDIN_FILENO, static_cast<short>(inEof ? 0 : POLLIN), 0},
+                         {s, static_cast<short>(netEof ? 0 : POLLIN), 0}};
         if (::poll(fds, 2, -1) < 0 && errno != EINTR)
             return fail("poll");
-        if (fds[0].revents != 0 && !inEof) {
+        if (!inEof && fds[0].revents != 0) {
             const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
             if (n > 0) {
                 if (!writeAll(s, buf, static_cast<std::size_t>(n)))
@@ -65,7 +67,7 @@ int pump(int s)
                 ::shutdown(s, SHUT_WR);
             }
         }
-        if (fds[1].revents != 0) {
+        if (!netEof && fds[1].revents != 0) {
             const ssize_t n = ::read(s, buf, sizeof buf);
             if (n < 0 && errno != EINTR)
                 return fail("recv");
@@ -75,15 +77,6 @@ int pump(int s)
                 return fail("stdout");
         }
     }
-    // The peer ended its side; ours follows once stdin does.
-    while (!inEof) {
-        const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
-        if (n <= 0)
-            break;
-        if (!writeAll(s, buf, static_cast<std::size_t>(n)))
-            return fail("send");
-    }
-    ::shutdown(s, SHUT_WR);
     return 0;
 }
 
@@ -91,15 +84,9 @@ int pump(int s)
 
 int main(int argc, char** argv)
 {
-    bool listen = false;
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; ++i) {
-        if (std::string_view(argv[i]) == "-l")
-            listen = true;
-        else if (std::string_view(argv[i]) != "-v")
-            return usage();
-    }
-    if (argc - i != 2)
+    const bool listen = argc > 1 && std::string_view(argv[1]) == "-l";
+    const int i = listen ? 2 : 1;
+    if (argc - i != 2 || argv[i][0] == '-')
         return usage();
     sockaddr_in addr{};
     addr.sin_family = AF_INET;

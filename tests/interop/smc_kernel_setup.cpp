@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -254,7 +255,10 @@ int main(int argc, char** argv)
             r.attr(SMC_PNETID_ETHNAME, a[4]);
         } else {
             r.attr(SMC_PNETID_IBNAME, a[4]);
-            const std::uint8_t port = static_cast<std::uint8_t>(std::stoi(std::string(a[5])));
+            std::uint8_t port = 0;
+            const auto [end, ec] = std::from_chars(a[5].data(), a[5].data() + a[5].size(), port);
+            if (ec != std::errc() || end != a[5].data() + a[5].size())
+                return usage();
             r.attr(SMC_PNETID_IBPORT, &port, 1);
         }
         const int rc = nl.transact(r, [](const nlmsghdr&) {});
