@@ -59,13 +59,11 @@ Negotiation smcrV2(const Capabilities& ours, const Proposal& p)
         return DeclineCode::MaxConnErr;
     if (release >= kRelease1 && p.v2.maxLinks < 1)
         return DeclineCode::MaxLinkErr;
-    const Gid& gid = p.v2.roceV2Gid;
-    constexpr std::array<std::uint8_t, 12> kMapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (!std::equal(kMapped.begin(), kMapped.end(), gid.begin()))
-        return DeclineCode::NoRoute; // not an IPv4 RoCE v2 GID: no route we can check
-    const std::array<std::uint8_t, 4> peer{gid[12], gid[13], gid[14], gid[15]};
+    const std::optional<std::array<std::uint8_t, 4>> peer = ipv4OfGid(p.v2.roceV2Gid);
+    if (!peer)
+        return DeclineCode::NoRoute; // no route we can check
     const bool direct = std::any_of(ours.ipv4.begin(), ours.ipv4.end(), [&](const Ipv4Address& a) {
-        return samePrefix(a.address, peer, a.prefixLength);
+        return samePrefix(a.address, *peer, a.prefixLength);
     });
     if (!direct)
         return DeclineCode::NoRoute;
@@ -78,6 +76,14 @@ Negotiation smcrV2(const Capabilities& ours, const Proposal& p)
 }
 
 } // namespace
+
+std::optional<std::array<std::uint8_t, 4>> ipv4OfGid(const Gid& gid) noexcept
+{
+    constexpr std::array<std::uint8_t, 12> kMapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (!std::equal(kMapped.begin(), kMapped.end(), gid.begin()))
+        return std::nullopt;
+    return std::array<std::uint8_t, 4>{gid[12], gid[13], gid[14], gid[15]};
+}
 
 std::vector<IsmOffer> ismV2Offers(const Proposal& p)
 {

@@ -57,6 +57,10 @@ struct IsmOffer {
 // repeat it is skipped, as Linux's server does.
 std::vector<IsmOffer> ismV2Offers(const Proposal& proposal);
 
+// The IPv4 address of an IPv4-mapped RoCE v2 GID (::ffff:a.b.c.d), the only kind of GID
+// SMC-Rv2 routes; nullopt for any other GID.
+std::optional<std::array<std::uint8_t, 4>> ipv4OfGid(const Gid& gid) noexcept;
+
 // Linux's subnet check (clc.c smc_clc_prfx_match): with no IPv6 prefixes, one IPv4 address
 // with the proposed prefix length in the proposed subnet; else any proposed IPv6 prefix
 // equal to one of ours.

@@ -257,6 +257,7 @@ public:
     void onTerminated(TerminationHandler handler);
     bool terminated() const noexcept { return llc_->terminated(); }
     Role role() const noexcept { return config_.role; }
+    std::uint8_t llcVersion() const noexcept { return config_.llcVersion; }
     GroupType type() const { return llc_->type(); }
     std::vector<LinkInfo> links() const;
     unsigned activeLinks() const { return llc_->activeLinks(); }

@@ -39,26 +39,33 @@ std::shared_ptr<LinkGroup> LinkGroupManager::find(Role role, const SystemId& pee
 }
 
 std::shared_ptr<LinkGroup> LinkGroupManager::find(Role role, const SystemId& peer, const Gid& gid,
-                                                  const Mac& mac) const
+                                                  const Mac& mac, std::uint8_t llcVersion) const
 {
     MutexLocker lock(state_->mutex);
     for (const auto& g : state_->groups) {
-        if (g->role() != role || g->peer() != peer || !g->hasRoom())
+        if (g->role() != role || g->peer() != peer || g->llcVersion() != llcVersion ||
+            !g->hasRoom())
             continue;
         for (const LinkInfo& l : g->links())
             if (l.state == LinkState::Active && l.peer.gid == gid &&
-                (l.peer.mac == Mac{} || l.peer.mac == mac))
+                (llcVersion >= 2 || l.peer.mac == Mac{} || l.peer.mac == mac))
                 return g;
     }
     return nullptr;
 }
 
-Result<std::shared_ptr<LinkGroup>> LinkGroupManager::create(Role role, const SystemId& peer)
+Result<std::shared_ptr<LinkGroup>> LinkGroupManager::create(Role role, const SystemId& peer,
+                                                            GroupTerms terms)
 {
     (void)reap(*state_);
     LinkGroupConfig config = defaults_;
     config.role = role;
     config.peer = peer;
+    config.llcVersion = terms.llcVersion;
+    if (terms.llcVersion >= 2)
+        config.maxLinks = 1;
+    if (terms.maxConns != 0)
+        config.maxConns = terms.maxConns;
     Result<std::unique_ptr<LinkGroup>> made = LinkGroup::create(config, provider_);
     if (!made)
         return made.error();

@@ -11,6 +11,13 @@
 namespace smc
 {
 
+// What CLC agreed for a new group beyond role and peer. An SMC-Rv2 group (llcVersion 2)
+// keeps one link (LinkGroupConfig::llcVersion).
+struct GroupTerms {
+    std::uint8_t llcVersion = 1;
+    unsigned maxConns = 0; // 0: the manager's defaults
+};
+
 // The groups are shared: the manager lets go of a terminated one (reap), and it is destroyed
 // with its links, buffers and pool when the last holder (a connection, a handshake) drops it.
 // Drop a group on none of its own threads (not in its handlers): its destructor waits for them.
@@ -35,17 +42,21 @@ public:
     // The system id alone: for a server's reuse take the overload below.
     // Neither blocks beyond the manager's lock.
     std::shared_ptr<LinkGroup> find(Role role, const SystemId& peer) const;
-    // As above, and the group has an active link whose peer is at `gid` and,
-    // when the link knows the peer's MAC, at `mac` (Linux smcr_lgr_match, v1):
-    // system ids can collide, the PROPOSAL's GID and MAC name the device.
-    std::shared_ptr<LinkGroup> find(Role role, const SystemId& peer, const Gid& gid,
-                                    const Mac& mac) const;
+    // As above, and the group speaks `llcVersion` and has an active link whose peer is at
+    // `gid` and, in a v1 group whose link knows the peer's MAC, at `mac` (Linux
+    // smcr_lgr_match): system ids can collide, the PROPOSAL's GID (and v1 MAC) name the
+    // device. A v2 PROPOSAL carries no MAC to compare (Linux's is zero).
+    std::shared_ptr<LinkGroup> find(Role role, const SystemId& peer, const Gid& gid, const Mac& mac,
+                                    std::uint8_t llcVersion = 1) const;
     // A new, not yet started group with `peer`; the terminated ones go first (reap), so
     // failed first contacts do not pile up. The manager holds the group's termination
     // handler (a reap, posted to the group's executor): do not replace it. Errors:
     // LinkGroup::create's. Blocks while a terminated group is destroyed (LinkGroup's
     // destructor).
-    Result<std::shared_ptr<LinkGroup>> create(Role role, const SystemId& peer);
+    Result<std::shared_ptr<LinkGroup>> create(Role role, const SystemId& peer,
+                                              GroupTerms terms = {});
+    // The limits and timeouts new groups start from.
+    const LinkGroupConfig& defaults() const noexcept { return defaults_; }
     // Let go of the terminated groups; returns how many went. A group nobody else holds is
     // destroyed here (outside the manager's lock).
     std::size_t reap();

@@ -17,13 +17,6 @@ namespace
 
 using namespace std::chrono_literals;
 
-clc::Hostname hostname()
-{
-    char name[65] = {};
-    ::gethostname(name, sizeof name - 1);
-    return clc::makeHostname(name);
-}
-
 bool wantSmcd(Mode mode)
 {
     return mode != Mode::SmcR;
@@ -41,6 +34,7 @@ clc::Capabilities capabilities(SmcStack& stack, int fd, Mode mode)
     if (wantSmcd(mode))
         caps.ismV2 = {{gid.gid, gid.gidExt, clc::kLoopbackChid, true}};
     caps.smcrV1 = wantSmcr(stack, mode);
+    caps.smcrV2 = caps.smcrV1 && clc::ipv4OfGid(stack.smcr()->gid);
     // The subnet check is the socket's, device or not (a v1 offer from another subnet is
     // DIFFPREFIX before any device is looked at, as in Linux).
     if (std::optional<clc::Ipv4Address> a = localIpv4(fd))
@@ -60,6 +54,7 @@ clc::Proposal proposal(SmcStack& stack, Mode mode, const std::optional<clc::Ipv4
     if (mode == Mode::SmcR) {
         p.version = clc::kVersion1;
         offerSmcr(stack, *local, p);
+        offerSmcrV2(stack, p);
         return p;
     }
     p.version = clc::kVersion2;
@@ -69,8 +64,10 @@ clc::Proposal proposal(SmcStack& stack, Mode mode, const std::optional<clc::Ipv4
     p.v2.userEids = {stack.ueid()};
     p.v2.featureMask = clc::kFeatureEmulatedIsm;
     p.smcdV2.entries = {{gid.gid, clc::kLoopbackChid}, {gid.gidExt, clc::kLoopbackChid}};
-    if (local && wantSmcr(stack, mode))
+    if (local && wantSmcr(stack, mode)) {
         offerSmcr(stack, *local, p);
+        offerSmcrV2(stack, p);
+    }
     return p;
 }
 
@@ -141,6 +138,13 @@ Result<RemoteDmb> mapPeer(SmcStack& stack, const clc::SmcdAcceptConfirm& d, Dead
 
 } // namespace
 
+clc::Hostname hostname()
+{
+    char name[65] = {};
+    ::gethostname(name, sizeof name - 1);
+    return clc::makeHostname(name);
+}
+
 Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
@@ -167,7 +171,7 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return std::make_error_code(std::errc::protocol_error);
     const std::uint8_t version = accept->version;
     if (std::holds_alternative<clc::SmcrAcceptConfirm>(accept->path) &&
-        clc::hasSmcR(offer.typeV1) && version == clc::kVersion1)
+        clc::hasSmcR(version == clc::kVersion1 ? offer.typeV1 : offer.typeV2))
         return smcrClient(stack, fd, *accept, options);
     if (!usable(stack, *accept)) // not what we proposed
         return sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline);
@@ -226,7 +230,7 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return sendDecline(fd, *reason, version, {}, deadline);
     const clc::Choice& choice = std::get<clc::Choice>(n);
     if (choice.type == clc::SmcType::SmcR && stack.smcr() != nullptr)
-        return smcrServer(stack, fd, *p, version, options);
+        return smcrServer(stack, fd, *p, choice, version, options);
     if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
         return sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline);
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// CLC for SMC-R v1: link group found or made, ACCEPT/CONFIRM with the link and RMB, then
-// CONFIRM_LINK on first contact; every failure a DECLINE with Linux's reason.
+// CLC for SMC-R v1 and v2: link group found or made, ACCEPT/CONFIRM with the link and RMB,
+// then CONFIRM_LINK on first contact; every failure a DECLINE with Linux's reason.
 #include "smc/socket/internal/smcr_handshake.h"
 
 #include <arpa/inet.h>
@@ -67,11 +67,11 @@ struct NewGroup {
     DeclineCode reason = DeclineCode::Mem;
 };
 template <typename MakeLink>
-NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer,
+NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer, GroupTerms terms,
                   const SocketOptions& options, DeclineCode noLink, MakeLink makeLink)
 {
     NewGroup g;
-    Result<std::shared_ptr<LinkGroup>> made = smcr.groups->create(role, peer);
+    Result<std::shared_ptr<LinkGroup>> made = smcr.groups->create(role, peer, terms);
     if (!made)
         return g;
     g.group = std::move(*made);
@@ -93,9 +93,23 @@ NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer,
     return g;
 }
 
+// What SMC-Rv2 adds to our ACCEPT or CONFIRM: the EID, and on first contact the extension.
+struct V2Terms {
+    clc::Eid eid{};
+    clc::FirstContactExt fce{};
+};
+
+// The group terms a v2 first contact agreed on: one link, the extension's connections.
+GroupTerms groupTerms(const std::optional<V2Terms>& v2)
+{
+    if (!v2)
+        return {};
+    return {clc::kVersion2, v2->fce.release >= clc::kRelease1 ? v2->fce.maxConns : 0u};
+}
+
 // Our half of ACCEPT or CONFIRM: the connection's link and RMB there.
 clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
-                        bool firstContact, std::uint8_t mtu)
+                        bool firstContact, std::uint8_t mtu, const std::optional<V2Terms>& v2)
 {
     const ConnectionPtr& conn = hs.connection();
     clc::SmcrAcceptConfirm r;
@@ -113,8 +127,70 @@ clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGrou
     clc::AcceptConfirm m;
     m.version = clc::kVersion1;
     m.firstContact = firstContact;
+    if (v2) {
+        m.version = clc::kVersion2;
+        r.eid = v2->eid;
+        if (firstContact)
+            m.fce = v2->fce;
+    }
     m.path = r;
     return m;
+}
+
+// The server's v2 terms for `choice` (Linux smc_clc_fill_fce_v2x): a direct route, as
+// negotiate() takes no other; the limits of release 1, with one link.
+V2Terms serverTerms(const SmcStack::Smcr& smcr, const clc::Proposal& p, const clc::Choice& choice)
+{
+    V2Terms t;
+    t.eid = choice.eid;
+    t.fce.v2Direct = true;
+    t.fce.osType = clc::kOsLinux;
+    t.fce.release = choice.release;
+    t.fce.hostname = hostname();
+    if (choice.release >= clc::kRelease1) {
+        t.fce.maxConns = static_cast<std::uint8_t>(
+            std::min<unsigned>(p.v2.maxConns, smcr.groups->defaults().maxConns));
+        t.fce.maxLinks = 1;
+        t.fce.featureMask = p.v2.featureMask & clc::kFeatureEmulatedIsm;
+    }
+    return t;
+}
+
+// The client's v2 terms from a first-contact ACCEPT, or why it declines (Linux
+// smc_connect_rdma_v2_prepare, smc_clc_clnt_v2x_features_validate). We proposed one link.
+std::variant<V2Terms, DeclineCode> clientTerms(const clc::Accept& accept)
+{
+    const clc::FirstContactExt& f = accept.fce;
+    if (!f.v2Direct)
+        return DeclineCode::NoIndirect; // we route directly only
+    if (f.release > clc::kRelease1)
+        return DeclineCode::VersMismat;
+    if (f.release >= clc::kRelease1 && f.maxConns < 16)
+        return DeclineCode::MaxConnErr;
+    if (f.release >= clc::kRelease1 && f.maxLinks != 1)
+        return DeclineCode::MaxLinkErr;
+    V2Terms t;
+    t.eid = std::get<clc::SmcrAcceptConfirm>(accept.path).eid;
+    t.fce = f; // echoed: the server checks release and limits for equality
+    t.fce.osType = clc::kOsLinux;
+    t.fce.hostname = hostname();
+    t.fce.featureMask &= clc::kFeatureEmulatedIsm;
+    t.fce.vendorOptions = 0;
+    return t;
+}
+
+// The server's check of a first-contact CONFIRM's echo (Linux
+// smc_clc_v2x_features_confirm_check): what it agreed to, unchanged.
+std::optional<DeclineCode> echoMismatch(const clc::FirstContactExt& ours,
+                                        const clc::FirstContactExt& echo)
+{
+    if (echo.release != ours.release)
+        return DeclineCode::ReleaseErr;
+    if (ours.release >= clc::kRelease1 && echo.maxConns != ours.maxConns)
+        return DeclineCode::MaxConnErr;
+    if (ours.release >= clc::kRelease1 && echo.maxLinks != ours.maxLinks)
+        return DeclineCode::MaxLinkErr;
+    return std::nullopt;
 }
 
 // The peer's half as we can use it: one RMBE per RMB, a size we know, an rtoken.
@@ -144,11 +220,13 @@ struct Reuse {
     std::uint8_t linkId = 0;
     bool knownPeer = false; // some group with that system id
 };
-Reuse findClientGroup(SmcStack::Smcr& smcr, const clc::SmcrAcceptConfirm& a)
+Reuse findClientGroup(SmcStack::Smcr& smcr, const clc::SmcrAcceptConfirm& a,
+                      std::uint8_t llcVersion)
 {
     Reuse r;
     for (const std::shared_ptr<LinkGroup>& g : smcr.groups->groups()) {
-        if (g->role() != Role::Client || g->peer() != a.systemId || g->terminated())
+        if (g->role() != Role::Client || g->peer() != a.systemId || g->llcVersion() != llcVersion ||
+            g->terminated())
             continue;
         r.knownPeer = true;
         for (const LinkInfo& l : g->links())
@@ -206,6 +284,21 @@ void offerSmcr(SmcStack& stack, const clc::Ipv4Address& local, clc::Proposal& p)
     }
 }
 
+void offerSmcrV2(SmcStack& stack, clc::Proposal& p)
+{
+    const SmcStack::Smcr& smcr = *stack.smcr();
+    if (!smcr.offerV2 || !clc::ipv4OfGid(smcr.gid))
+        return;
+    p.version = clc::kVersion2;
+    p.typeV2 = p.typeV2 == clc::SmcType::SmcD ? clc::SmcType::Both : clc::SmcType::SmcR;
+    p.v2.release = clc::kRelease1;
+    p.v2.userEids = {stack.ueid()};
+    p.v2.roceV2Gid = smcr.gid;
+    p.v2.maxConns = static_cast<std::uint8_t>(smcr.groups->defaults().maxConns);
+    p.v2.maxLinks = 1;
+    p.v2.featureMask = clc::kFeatureEmulatedIsm;
+}
+
 Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
                            const SocketOptions& options)
 {
@@ -214,14 +307,26 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
     if (!usable(accept))
         return decline(stack, fd, DeclineCode::ErrRtok, version, options);
     const auto& a = std::get<clc::SmcrAcceptConfirm>(accept.path);
+    const std::uint8_t llcVersion = version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
+    std::optional<V2Terms> v2;
+    if (llcVersion >= clc::kVersion2) {
+        v2 = V2Terms{a.eid, {}};
+        if (accept.firstContact) {
+            std::variant<V2Terms, DeclineCode> terms = clientTerms(accept);
+            if (const auto* reason = std::get_if<DeclineCode>(&terms))
+                return decline(stack, fd, *reason, version, options);
+            v2 = std::get<V2Terms>(terms);
+        }
+    }
     MutexLocker pending(smcr.clientPending);
 
     std::shared_ptr<LinkGroup> group; // before hs: the handshake goes first
     std::optional<LinkGroup::Handshake> hs;
     LinkAddress local;
     if (accept.firstContact) {
-        NewGroup made = newGroup(smcr, Role::Client, a.systemId, options, DeclineCode::ErrRdyLnk,
-                                 [&] { return smcr.provider->join(addressOf(a), {}); });
+        NewGroup made =
+            newGroup(smcr, Role::Client, a.systemId, groupTerms(v2), options,
+                     DeclineCode::ErrRdyLnk, [&] { return smcr.provider->join(addressOf(a), {}); });
         if (!made.hs)
             return decline(stack, fd, made.reason, version, options);
         group = std::move(made.group);
@@ -230,12 +335,12 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
     } else {
         // The server may name a link it has just added while our end of that ADD_LINK flow
         // is still finishing: give it Linux's ADD_LINK wait before we call it unknown.
-        Reuse reuse = findClientGroup(smcr, a);
+        Reuse reuse = findClientGroup(smcr, a, llcVersion);
         const auto patience = net::deadlineAfter(std::min<std::chrono::milliseconds>(
             std::chrono::milliseconds(2000), options.clcTimeout));
         while (reuse.group == nullptr && reuse.knownPeer && net::Clock::now() < patience) {
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            reuse = findClientGroup(smcr, a);
+            reuse = findClientGroup(smcr, a, llcVersion);
         }
         if (reuse.group == nullptr)
             return decline(stack, fd,
@@ -253,8 +358,10 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
         local = *l;
     }
     ConnectionPtr conn = hs->connection();
-    const clc::Confirm confirm{
-        ours(stack, local, *hs, accept.firstContact, std::min<std::uint8_t>(local.mtu, a.qpMtu))};
+    clc::Confirm confirm{ours(stack, local, *hs, accept.firstContact,
+                              std::min<std::uint8_t>(local.mtu, a.qpMtu), v2)};
+    if (v2 && accept.firstContact) // the GIDs our links may use: the one device's
+        std::get<clc::SmcrAcceptConfirm>(confirm.path).gidList = {local.gid};
     auto fail = [&](const char* why) {
         if (accept.firstContact)
             group->terminate(why);
@@ -280,19 +387,26 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
 }
 
 Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposal,
-                           std::uint8_t version, const SocketOptions& options)
+                           const clc::Choice& choice, std::uint8_t version,
+                           const SocketOptions& options)
 {
     SmcStack::Smcr& smcr = *stack.smcr();
+    std::optional<V2Terms> v2;
+    if (choice.version >= clc::kVersion2)
+        v2 = serverTerms(smcr, proposal, choice);
     MutexLocker pending(smcr.serverPending);
 
-    // Same peer system id and a live link to the device it proposes from.
+    // Same peer system id and a live link to the device it proposes from (v2: its GID in
+    // the v2 extension; Linux's v2 PROPOSAL has a zero system id, GID and MAC).
     std::shared_ptr<LinkGroup> group = // before hs: the handshake goes first
-        smcr.groups->find(Role::Server, proposal.systemId, proposal.gid, proposal.mac);
+        v2 ? smcr.groups->find(Role::Server, proposal.systemId, proposal.v2.roceV2Gid, {},
+                               clc::kVersion2)
+           : smcr.groups->find(Role::Server, proposal.systemId, proposal.gid, proposal.mac);
     const bool first = group == nullptr;
     std::optional<LinkGroup::Handshake> hs;
     LinkAddress local;
     if (first) {
-        NewGroup made = newGroup(smcr, Role::Server, proposal.systemId, options,
+        NewGroup made = newGroup(smcr, Role::Server, proposal.systemId, groupTerms(v2), options,
                                  DeclineCode::IntErr, [&] { return smcr.provider->create({}); });
         if (!made.hs)
             return decline(stack, fd, made.reason, version, options);
@@ -321,7 +435,7 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
         else
             (void)group->closeConnection(*conn);
     };
-    const clc::Accept accept{ours(stack, local, *hs, first, local.mtu)};
+    const clc::Accept accept{ours(stack, local, *hs, first, local.mtu, v2)};
     if (Result<void> sent = writeClc(fd, accept, deadlineAfter(options.clcTimeout)); !sent) {
         fail("ACCEPT not sent");
         return hard(sent.error());
@@ -337,9 +451,16 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
         }
     }
     const auto* c = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
-    if (c == nullptr || !usable(*c) || c->firstContact != first) {
+    if (c == nullptr || !usable(*c) || c->firstContact != first ||
+        (c->version >= clc::kVersion2) != v2.has_value()) {
         fail("bad CONFIRM");
         return answer ? std::make_error_code(std::errc::protocol_error) : hard(answer.error());
+    }
+    if (v2 && first) {
+        if (std::optional<DeclineCode> reason = echoMismatch(v2->fce, c->fce)) {
+            fail("CONFIRM changed the terms");
+            return decline(stack, fd, *reason, version, options);
+        }
     }
     const auto& r = std::get<clc::SmcrAcceptConfirm>(c->path);
     if (Result<void> done = hs->complete({r.rkey, r.rmbAddr}, classBytes(r.rmbeSize)); !done) {

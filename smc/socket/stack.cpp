@@ -99,6 +99,7 @@ Result<void> SmcStack::openSmcr(const SmcrConfig& c)
         return std::make_error_code(std::errc::invalid_argument);
     }
     smcr->systemId = c.systemId ? *c.systemId : makeSystemId();
+    smcr->offerV2 = c.offerV2;
     LinkGroupConfig groups = c.groups;
     groups.pool.tech = Tech::SmcR;
     if (groups.executor == nullptr)

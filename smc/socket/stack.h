@@ -33,7 +33,7 @@ enum class Mode : std::uint8_t {
           // (a client offers both; a server takes SMC-D first, as Linux tries SMC-Dv2
           // first), else a fallback to TCP
     SmcD, // SMC-D only
-    SmcR, // SMC-R v1 only (the stack needs an SMC-R device)
+    SmcR, // SMC-R only (the stack needs an SMC-R device): v1, and v2 with SmcrConfig::offerV2
     Tcp,  // plain TCP, no CLC at all (both ends must agree: a CLC peer would wait for it)
 };
 
@@ -108,6 +108,12 @@ struct SmcrConfig {
     std::optional<SystemId> systemId;
     // Limits and timeouts of new link groups (role, peer and pool tech are the stack's).
     LinkGroupConfig groups;
+    // Clients offer SMC-Rv2 as well as v1 (servers take it from any peer whose RoCE v2 IPv4
+    // GID is in a local subnet). Linux servers on RoCE v2-only devices such as rxe take
+    // nothing else. Off by default: an SMC-Rv2 group has one link until the v2 ADD_LINK
+    // exists, and a server takes v2 before v1, so between two smc-core ends it would cost
+    // the second link and its failover.
+    bool offerV2 = false;
 };
 
 struct StackConfig {
@@ -197,6 +203,7 @@ public:
         Gid gid{};
         Mac mac{};
         SystemId systemId{};
+        bool offerV2 = false; // SmcrConfig's
         std::unique_ptr<LinkGroupManager> groups;
         // Linux's smc_client_lgr_pending / smc_server_lgr_pending: one SMC-R handshake at a
         // time per role, so two first contacts never make two groups with one peer.

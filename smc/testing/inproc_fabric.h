@@ -126,10 +126,12 @@ public:
     static llc::Gid clientGid(unsigned device = 0) { return gid(2, device); }
 
 private:
+    // RoCE v2 GIDs of loopback addresses (127.side.device.1): in the subnet of a TCP
+    // connection over 127.0.0.1, as SMC-Rv2's direct route wants.
     static llc::Gid gid(std::uint8_t side, unsigned device)
     {
         return {
-            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, side, static_cast<std::uint8_t>(device),
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, side, static_cast<std::uint8_t>(device),
             1};
     }
     // The first of the side's devices whose GID is not in `avoid`, else the first.

@@ -34,7 +34,8 @@ struct Fabric {
 };
 
 inline std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255,
-                                           std::chrono::milliseconds llcWait = 0ms)
+                                           std::chrono::milliseconds llcWait = 0ms,
+                                           bool offerV2 = false)
 {
     StackConfig config;
     if (f != nullptr) {
@@ -45,6 +46,7 @@ inline std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsign
         r.systemId = id;
         r.groups.maxConns = maxConns;
         r.groups.timeouts.testLink = 0ms;
+        r.offerV2 = offerV2;
         if (llcWait > 0ms) // short CONFIRM_LINK waits, both roles'
             r.groups.timeouts.firstLink = r.groups.timeouts.wait = llcWait;
         config.smcr = r;

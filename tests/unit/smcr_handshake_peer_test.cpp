@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// SMC-R v1 handshakes against a crafted peer over raw TCP: malformed CLC, failed first
-// contacts that leave nothing behind, declines and CONFIRM_LINK timeouts with their fallback.
+// SMC-R handshakes against a crafted peer over raw TCP: malformed CLC, failed first contacts
+// that leave nothing behind, declines and CONFIRM_LINK timeouts with their fallback, and the
+// SMC-Rv2 terms (the kernel's own PROPOSAL among them).
 #include "smc/socket/handshake.h"
 
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "smc/socket/clc_io.h"
 #include "smc/socket/socket.h"
+#include "tests/libtest/clc_golden.h"
 #include "tests/libtest/smcr_stacks.h"
 
 namespace smc
@@ -276,6 +278,128 @@ TEST(SmcrHandshake, NoConfirmLinkAnswerIsTimeoutClOnTheServer)
     EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
     EXPECT_TRUE(eventually([&] { return f.serverReg.live() == 0; })) << f.serverReg.live();
     expectBytesBothWays(p.client.get(), p.server.get());
+}
+
+// A PROPOSAL shaped as Linux 6.12's SMC-Rv2-only one (system id, v1 GID and MAC zero) from
+// the fabric's client device, with the stacks' EID.
+clc::Proposal kernelLikeProposal()
+{
+    clc::Proposal p;
+    p.version = clc::kVersion2;
+    p.typeV1 = clc::SmcType::None;
+    p.typeV2 = clc::SmcType::SmcR;
+    p.v2.release = clc::kRelease1;
+    p.v2.userEids = {*clc::makeEid("SMC-CORE-LOOPBACK")};
+    p.v2.roceV2Gid = InprocFabric::clientGid();
+    p.v2.maxConns = 200;
+    p.v2.maxLinks = 2;
+    p.v2.featureMask = clc::kFeatureEmulatedIsm;
+    return p;
+}
+
+// The server reads the bytes Linux 6.12 sent and declines with a reason: the kernel's GID
+// (192.0.2.1) is in no subnet of this connection's interface, so no direct route.
+TEST(SmcrHandshake, TheProposalOfLinux612FromAnotherSubnetIsNoRoute)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    TcpPair p = tcpPair();
+    auto result = std::async(std::launch::async, [&] {
+        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+    });
+    ASSERT_TRUE(net::writeAll(p.client.get(), testing::linux612Proposal(), net::deadlineAfter(5s)));
+    Result<clc::Message> answer = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    ASSERT_TRUE(answer && std::holds_alternative<clc::Decline>(*answer));
+    EXPECT_EQ(std::get<clc::Decline>(*answer).diagnosis, clc::DeclineCode::NoRoute);
+    EXPECT_EQ(std::get<clc::Decline>(*answer).version, clc::kVersion2);
+    Result<net::Outcome> out = result.get();
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::NoRoute);
+    EXPECT_TRUE(server->smcr()->groups->groups().empty());
+}
+
+// The v2 ACCEPT carries Linux's first-contact terms: a direct route, release 1, the smaller
+// max conns, one link. A CONFIRM that does not echo them is declined as Linux's server does
+// (MAXLINKERR here), and the group goes.
+TEST(SmcrHandshake, AV2ConfirmThatChangesTheTermsIsDeclined)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    TcpPair p = tcpPair();
+    auto result = std::async(std::launch::async, [&] {
+        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+    });
+    ASSERT_TRUE(net::writeClc(p.client.get(), kernelLikeProposal(), net::deadlineAfter(5s)));
+    Result<clc::Message> answer = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    ASSERT_TRUE(answer && std::holds_alternative<clc::Accept>(*answer));
+    const auto& accept = std::get<clc::Accept>(*answer);
+    EXPECT_EQ(accept.version, clc::kVersion2);
+    ASSERT_TRUE(accept.firstContact);
+    EXPECT_TRUE(accept.fce.v2Direct);
+    EXPECT_EQ(accept.fce.release, clc::kRelease1);
+    EXPECT_EQ(accept.fce.maxConns, 200u);
+    EXPECT_EQ(accept.fce.maxLinks, 1u);
+    EXPECT_EQ(accept.fce.featureMask, clc::kFeatureEmulatedIsm);
+    EXPECT_NE(accept.fce.hostname, clc::Hostname{});
+    const auto& sa = std::get<clc::SmcrAcceptConfirm>(accept.path);
+    EXPECT_EQ(sa.eid, *clc::makeEid("SMC-CORE-LOOPBACK"));
+    EXPECT_NE(sa.mac, clc::Mac{}); // the kernel client's dmac for the link
+    Result<NewLink> link = f.fabric.join({sa.qpn, sa.psn, sa.gid, sa.mac, sa.qpMtu}, {});
+    ASSERT_TRUE(link);
+    clc::SmcrAcceptConfirm r = fakePath(*link, {}, 88, 0x20000, 6);
+    r.eid = sa.eid;
+    r.gidList = {link->local.gid};
+    clc::Confirm c;
+    c.version = clc::kVersion2;
+    c.firstContact = true;
+    c.path = r;
+    c.fce = accept.fce;
+    c.fce.maxLinks = 2;
+    ASSERT_TRUE(net::writeClc(p.client.get(), c, net::deadlineAfter(5s)));
+    Result<clc::Message> declined = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
+    EXPECT_EQ(std::get<clc::Decline>(*declined).diagnosis, clc::DeclineCode::MaxLinkErr);
+    Result<net::Outcome> out = result.get();
+    ASSERT_TRUE(out) << out.error().message();
+    EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::MaxLinkErr);
+    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
+}
+
+// Our client takes a v2 first contact only on its own terms (Linux's client checks): a direct
+// route and the one link it proposed.
+TEST(SmcrHandshake, AV2AcceptOutsideOurTermsIsDeclined)
+{
+    Fabric f;
+    auto client = makeStack(&f, kClientId, 255, 0ms, true);
+    Result<NewLink> link = f.fabric.create({});
+    ASSERT_TRUE(link);
+    struct Case {
+        bool direct;
+        std::uint8_t maxLinks;
+        clc::DeclineCode reason;
+    };
+    for (const Case& k : {Case{false, 1, clc::DeclineCode::NoIndirect},
+                          Case{true, 2, clc::DeclineCode::MaxLinkErr}}) {
+        clc::SmcrAcceptConfirm r = fakePath(*link, kServerId, 77, 0x10000, 5);
+        r.eid = *clc::makeEid("SMC-CORE-LOOPBACK");
+        clc::Accept a;
+        a.version = clc::kVersion2;
+        a.firstContact = true;
+        a.path = r;
+        a.fce.v2Direct = k.direct;
+        a.fce.release = clc::kRelease1;
+        a.fce.maxConns = 255;
+        a.fce.maxLinks = k.maxLinks;
+        Result<clc::Message> answer = std::make_error_code(std::errc::io_error);
+        Result<net::Outcome> out = clientAgainst(
+            *client, [&](int fd) { ASSERT_TRUE(net::writeClc(fd, a, net::deadlineAfter(5s))); },
+            &answer);
+        ASSERT_TRUE(out) << out.error().message();
+        EXPECT_EQ(std::get<net::Fallback>(*out).reason, k.reason);
+        ASSERT_TRUE(answer && std::holds_alternative<clc::Decline>(*answer));
+        EXPECT_EQ(std::get<clc::Decline>(*answer).diagnosis, k.reason);
+        EXPECT_TRUE(client->smcr()->groups->groups().empty());
+    }
 }
 
 } // namespace

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The SMC-R v1 CLC handshake over real TCP between two stacks sharing one in-process fabric:
-// first contact, joining, Auto, fallbacks (a crafted peer: smcr_handshake_peer_test.cpp).
+// The SMC-R CLC handshake over real TCP between two stacks sharing one in-process fabric:
+// first contact, joining, Auto, fallbacks, SMC-Rv2 (a crafted peer: smcr_handshake_peer_test.cpp).
 #include "smc/socket/handshake.h"
 
 #include <poll.h>
@@ -257,6 +257,65 @@ TEST(SmcrHandshake, AFullGroupMakesTheNextConnectionAFirstContact)
     EXPECT_EQ(server->smcr()->groups->groups().size(), 2u);
     EXPECT_EQ(client->smcr()->groups->groups().size(), 2u);
     EXPECT_EQ(smcr(done[0].server)->group->connectionCount(), 16u);
+}
+
+// A client that offers SMC-Rv2 gets it (the server takes v2 before v1, as Linux does): a v2
+// group each side with one link, though both have two devices, and the next connection joins
+// it by the GID of the v2 extension.
+TEST(SmcrHandshake, V2MakesAGroupOfOneLinkThatTheNextConnectionJoins)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId, 255, 0ms, true);
+    std::vector<TcpPair> pairs;
+    std::vector<Both> done;
+    for (int i = 0; i < 2; ++i) {
+        pairs.push_back(tcpPair());
+        done.push_back(handshake(*server, *client, pairs.back()));
+        const net::SmcrSetup* c = smcr(done.back().client);
+        const net::SmcrSetup* s = smcr(done.back().server);
+        ASSERT_TRUE(c) << (done.back().client ? "not SMC-R" : done.back().client.error().message());
+        ASSERT_TRUE(s) << (done.back().server ? "not SMC-R" : done.back().server.error().message());
+        EXPECT_EQ(c->firstContact, i == 0);
+        EXPECT_EQ(s->firstContact, i == 0);
+        EXPECT_EQ(s->group, smcr(done[0].server)->group);
+        EXPECT_EQ(c->group, smcr(done[0].client)->group);
+    }
+    for (const net::SmcrSetup* side : {smcr(done[0].server), smcr(done[0].client)}) {
+        EXPECT_EQ(side->group->llcVersion(), 2u);
+        EXPECT_EQ(side->group->maxLinks(), 1u);
+        EXPECT_EQ(side->group->activeLinks(), 1u);
+        EXPECT_EQ(side->group->connectionCount(), 2u);
+    }
+    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
+    // Data both ways on the joined connection, over the v2 group's link.
+    const net::SmcrSetup& s = *smcr(done[1].server);
+    const net::SmcrSetup& c = *smcr(done[1].client);
+    std::vector<std::byte> up(64, std::byte{0x5a}), down(64, std::byte{0xa5});
+    ASSERT_TRUE(c.group->write(*c.conn, 0, up));
+    ASSERT_TRUE(s.group->write(*s.conn, 0, down));
+    EXPECT_EQ(std::memcmp(s.conn->rmb.data(), up.data(), up.size()), 0);
+    EXPECT_EQ(std::memcmp(c.conn->rmb.data(), down.data(), down.size()), 0);
+}
+
+// Groups of the two versions are apart: a v1 client with the system id and GID of a v2 group
+// is a first contact of its own, with two links.
+TEST(SmcrHandshake, AV1ClientDoesNotJoinAV2Group)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto v2 = makeStack(&f, kClientId, 255, 0ms, true);
+    auto v1 = makeStack(&f, kClientId);
+    TcpPair p1 = tcpPair(), p2 = tcpPair();
+    Both first = handshake(*server, *v2, p1);
+    ASSERT_TRUE(smcr(first.server));
+    Both second = handshake(*server, *v1, p2);
+    const net::SmcrSetup* s = smcr(second.server);
+    ASSERT_TRUE(s) << (second.server ? "not SMC-R" : second.server.error().message());
+    EXPECT_TRUE(s->firstContact);
+    EXPECT_EQ(s->group->llcVersion(), 1u);
+    EXPECT_NE(s->group, smcr(first.server)->group);
+    EXPECT_TRUE(waitLinks(*smcr(second.client)->group, 2));
 }
 
 } // namespace
