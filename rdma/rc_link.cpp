@@ -2,6 +2,7 @@
 // RcLink: send slots, always re-posted receives, completions on the executor, link-down reporting.
 #include "rdma/rc_link.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -157,6 +158,15 @@ Result<std::uint32_t> RcLink::takeSlot(std::chrono::milliseconds wait)
         return linkIsDown();
     slots_[index] = {true, false, false, {}};
     return index;
+}
+
+void RcLink::awaitSends(std::chrono::milliseconds wait) noexcept
+{
+    MutexLocker lock(mutex_);
+    (void)slotFreed_.waitFor(lock, wait, [&]() SMC_REQUIRES(mutex_) {
+        return isDown() || std::none_of(slots_.begin(), slots_.end(),
+                                        [](const Slot& slot) { return slot.busy; });
+    });
 }
 
 std::uint32_t RcLink::freeSendSlots() const

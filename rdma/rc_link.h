@@ -93,6 +93,9 @@ public:
     std::uint32_t sendSlots() const noexcept { return sendSlots_; }
     std::uint32_t recvSlots() const noexcept { return recvSlots_; }
     std::uint32_t freeSendSlots() const;
+    // Waits up to `wait` until every send posted has completed (or the link is down), so
+    // that what was sent last reaches the peer before the QP goes to ERR.
+    void awaitSends(std::chrono::milliseconds wait) noexcept;
     const QueuePair& queuePair() const noexcept { return qp_; }
 
 private:

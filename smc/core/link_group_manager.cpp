@@ -26,6 +26,9 @@ LinkGroupManager::~LinkGroupManager()
         state_->reaped.wait(lock, [&]() SMC_REQUIRES(state_->mutex) { return state_->busy == 0; });
         all.swap(state_->groups);
     }
+    // The peers hear of it (DELETE_LINK ALL), as Linux's groups end when the module goes.
+    for (const std::shared_ptr<LinkGroup>& g : all)
+        g->terminate("link group manager closed");
     // Destroyed here, outside the lock (unless held elsewhere).
 }
 

@@ -30,8 +30,9 @@ public:
     // one, on its executor's blocking threads: a server by ADD_LINK, a client by asking the
     // server (REQ_ADD_LINK), as Linux does when a port comes back.
     LinkGroupManager(LinkGroupConfig defaults, LinkProvider& provider);
-    // Lets go of every group; waits for a reap or a link addition that runs on another
-    // thread (an addition waits for the peer: up to the group's LLC timeouts).
+    // Ends every group (DELETE_LINK ALL to its peer) and lets go of it; waits for a reap or
+    // a link addition that runs on another thread (an addition waits for the peer: up to the
+    // group's LLC timeouts).
     ~LinkGroupManager();
     LinkGroupManager(const LinkGroupManager&) = delete;
     LinkGroupManager& operator=(const LinkGroupManager&) = delete;

@@ -155,7 +155,7 @@ void LlcEngine::clearLink(unsigned slot)
         l.linkId = 0;
     }
     if (channel) {
-        channel->shutdown();
+        channel->close(); // a DELETE_LINK just sent still reaches the peer
         // A send or write holds its own reference for one call. The channel
         // is destroyed here, outside the lock (it waits for its deliveries);
         // no new reference can be taken any more.

@@ -484,6 +484,7 @@ void SmcdConnection::fillInfo(ConnectionInfo& info) const
 {
     MutexLocker lock(mutex_);
     info.transport = Transport::SmcD;
+    info.version = 2;
     info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
     info.rmbBytes = rmb_->size();
     info.peerRmbBytes = peer_.peer.size();

@@ -421,6 +421,7 @@ void SmcrConnection::fillInfo(ConnectionInfo& info) const
     info.rmbBytes = ringSize();
     info.peerRmbBytes = peerRingSize_;
     info.transport = Transport::SmcR;
+    info.version = group_->llcVersion();
     info.token = conn_->token;
     info.peerToken = peerToken_;
     const cdc::Cursor p = stream_.producer();

@@ -148,6 +148,7 @@ struct StackStats {
 // One connection as `smcss` shows it.
 struct ConnectionInfo {
     Transport transport = Transport::Tcp;
+    std::uint8_t version = 0; // SMC: 1 or 2 (SMC-Rv1 or v2; SMC-D here is always v2)
     std::optional<clc::DeclineCode> fallback;
     std::string state; // ACTIVE, PEERCLOSEWAIT1, ..., CLOSED (Linux's names)
     std::string local;

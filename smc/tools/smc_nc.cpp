@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,14 +29,16 @@ int usage()
 {
     std::fprintf(
         stderr,
-        "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] | --tcp] [--rmb BYTES] "
-        "[--json FILE] [--smcss]\n"
+        "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] [--v2] | --tcp] [--rmb BYTES] "
+        "[--json FILE] [--smcss] [--count N]\n"
         "              HOST PORT | -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
         "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
         "--json into FILE, --smcss as a table on stderr. --smcr: SMC-R only, over the RDMA\n"
         "DEVICE (e.g. rxe0), with ALTERNATE devices for a second link (-v says when the\n"
-        "group's links change); without a mode flag, SMC-D, else TCP fallback.\n");
+        "group's links change); --v2: offer SMC-Rv2 too (one link; what Linux takes on rxe).\n"
+        "Without a mode flag, SMC-D, else TCP fallback. --count: N connections one after\n"
+        "another on one stack (later ones join its link groups); stdin goes to the first.\n");
     return 2;
 }
 
@@ -50,7 +53,7 @@ void describe(const Socket& s, const std::string& device)
     if (s.transport() == Transport::SmcD)
         std::fprintf(stderr, "smc-nc: SMC-D\n");
     else if (s.transport() == Transport::SmcR)
-        std::fprintf(stderr, "smc-nc: SMC-R %s\n", device.c_str());
+        std::fprintf(stderr, "smc-nc: SMC-Rv%u %s\n", s.info().version, device.c_str());
     else if (const auto reason = s.fallbackReason())
         std::fprintf(stderr, "smc-nc: TCP fallback %s (0x%08x)\n", clc::toString(*reason),
                      static_cast<unsigned>(*reason));
@@ -173,7 +176,8 @@ int pump(Socket& s, const std::function<void(std::uint64_t, std::uint64_t)>& tic
 
 int main(int argc, char** argv)
 {
-    bool verbose = false, listen = false, smcss = false;
+    bool verbose = false, listen = false, smcss = false, offerV2 = false;
+    std::size_t count = 1;
     SocketOptions options;
     StackConfig config;
     std::string json, device;
@@ -188,8 +192,13 @@ int main(int argc, char** argv)
             options.mode = Mode::SmcD;
         else if (a == "--tcp")
             options.mode = Mode::Tcp;
+        else if (a == "--v2")
+            offerV2 = true;
         else if (a == "--rmb" && i + 1 < argc) {
             if (!parseNumber(argv[++i], options.rmbBytes))
+                return usage();
+        } else if (a == "--count" && i + 1 < argc) {
+            if (!parseNumber(argv[++i], count) || count == 0)
                 return usage();
         } else if (a == "--smcss") {
             smcss = true;
@@ -211,6 +220,11 @@ int main(int argc, char** argv)
         else
             rest.push_back(a);
     }
+    if (offerV2) {
+        if (!config.smcr)
+            return usage();
+        config.smcr->offerV2 = true;
+    }
     std::size_t port = 0;
     if (rest.empty() || rest.size() > 2 || !parseNumber(rest.back(), port) || port > 65535 ||
         (!listen && rest.size() != 2))
@@ -226,7 +240,7 @@ int main(int argc, char** argv)
             std::fprintf(stderr, "smc-nc: %s\n", stack.error().message().c_str());
         return 1;
     }
-    Result<Socket> s = std::make_error_code(std::errc::not_connected);
+    std::optional<Listener> listener;
     if (listen) {
         Result<Listener> l =
             Listener::listen(**stack, host, static_cast<std::uint16_t>(port), options);
@@ -236,22 +250,29 @@ int main(int argc, char** argv)
         }
         if (verbose)
             std::fprintf(stderr, "smc-nc: listening on port %u\n", l->port());
-        s = l->accept();
-    } else {
-        s = Socket::connect(**stack, host, static_cast<std::uint16_t>(port), options);
+        listener = std::move(*l);
     }
-    if (!s) {
-        std::fprintf(stderr, "smc-nc: %s: %s\n", listen ? "accept" : "connect",
-                     s.error().message().c_str());
-        return 1;
-    }
-    if (verbose)
-        describe(*s, device);
     LinkReport report(**stack);
-    const int rc = pump(*s, [&](std::uint64_t in, std::uint64_t out) {
+    int rc = 0;
+    std::optional<Socket> last; // open until its smcss line is out
+    for (std::size_t k = 0; k < count && rc == 0; ++k) {
+        last.reset();
+        Result<Socket> s =
+            listener ? listener->accept()
+                     : Socket::connect(**stack, host, static_cast<std::uint16_t>(port), options);
+        if (!s) {
+            std::fprintf(stderr, "smc-nc: %s: %s\n", listen ? "accept" : "connect",
+                         s.error().message().c_str());
+            return 1;
+        }
         if (verbose)
-            report(in, out);
-    });
+            describe(*s, device);
+        rc = pump(*s, [&](std::uint64_t in, std::uint64_t out) {
+            if (verbose)
+                report(in, out);
+        });
+        last = std::move(*s);
+    }
     if (!json.empty() && !writeSmcssJson(json, (*stack)->connections(), (*stack)->stats()))
         std::fprintf(stderr, "smc-nc: cannot write %s\n", json.c_str());
     if (smcss)

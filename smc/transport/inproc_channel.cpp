@@ -36,7 +36,7 @@ InprocChannel::~InprocChannel()
             if (end == this)
                 end = nullptr;
             else if (end != nullptr)
-                end->markDown();
+                end->markDown(true);
         }
     }
     delivery_.close(); // no delivery runs after this
@@ -113,10 +113,15 @@ void InprocChannel::enqueue(std::vector<std::byte> bytes, std::chrono::milliseco
     delivery_.post([this] { deliver(); });
 }
 
-void InprocChannel::markDown() noexcept
+void InprocChannel::markDown(bool afterArrived) noexcept
 {
     {
         MutexLocker lock(mutex_);
+        if (!downPending_ && afterArrived) {
+            const Clock::time_point now = Clock::now();
+            arrivedBeforeDown_ = static_cast<std::size_t>(std::count_if(
+                queue_.begin(), queue_.end(), [&](const Item& i) { return i.due <= now; }));
+        }
         downPending_ = true;
     }
     delivery_.post([this] { deliver(); });
@@ -133,12 +138,23 @@ void InprocChannel::shutdown() noexcept
             end->markDown();
 }
 
+void InprocChannel::close() noexcept
+{
+    MutexLocker lock(wire_->mutex);
+    if (!wire_->up)
+        return;
+    wire_->up = false;
+    for (InprocChannel* end : wire_->ends)
+        if (end != nullptr)
+            end->markDown(end != this);
+}
+
 // Runs on the delivery queue: what is due, in order; a down first, once.
 void InprocChannel::deliver()
 {
     MutexLocker lock(mutex_);
     while (started_) {
-        if (downPending_ && !downReported_) {
+        if (downPending_ && !downReported_ && arrivedBeforeDown_ == 0) {
             downReported_ = true;
             queue_.clear(); // a dead link delivers nothing more
             lock.unlock();
@@ -155,6 +171,8 @@ void InprocChannel::deliver()
         }
         std::vector<std::byte> bytes = std::move(queue_.front().bytes);
         queue_.pop_front();
+        if (arrivedBeforeDown_ > 0)
+            --arrivedBeforeDown_;
         lock.unlock();
         if (callbacks_.onMessage)
             callbacks_.onMessage(std::move(bytes));

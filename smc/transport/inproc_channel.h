@@ -39,6 +39,7 @@ public:
     Result<void> write(const void* src, std::size_t length, std::uint32_t lkey,
                        std::uint64_t remoteAddr, std::uint32_t rkey) override;
     void shutdown() noexcept override;
+    void close() noexcept override; // the peer gets what arrived before its down
     bool isUp() const noexcept override;
 
     // What plays the NIC for write(): lands `n` bytes at `addr` if `rkey`
@@ -62,7 +63,10 @@ private:
 
     explicit InprocChannel(Executor& executor) : delivery_(executor) {}
     void enqueue(std::vector<std::byte> bytes, std::chrono::milliseconds delay);
-    void markDown() noexcept;
+    // The link is down. `afterArrived`: the peer's end went away (destroyed), so what had
+    // arrived is delivered first, as completions already polled from a CQ are; a link that
+    // fails (shutdown) loses what it queued.
+    void markDown(bool afterArrived = false) noexcept;
     void deliver();
 
     std::shared_ptr<Wire> wire_;
@@ -74,6 +78,7 @@ private:
     bool started_ SMC_GUARDED_BY(mutex_) = false;
     bool downPending_ SMC_GUARDED_BY(mutex_) = false;
     bool downReported_ SMC_GUARDED_BY(mutex_) = false;
+    std::size_t arrivedBeforeDown_ SMC_GUARDED_BY(mutex_) = 0; // to deliver before the down
     std::atomic<std::uint64_t> delivered_{0};
     std::atomic<std::uint64_t> writes_{0};
     SerialQueue delivery_; // last: closed first, while the rest still exists

@@ -57,6 +57,9 @@ public:
     // Take the link down: this end reports onDown; the far end learns it
     // when its transport does (in process at once, over RDMA by the LLC).
     virtual void shutdown() noexcept = 0;
+    // Take the link down in order, as a group does with a link it clears away: what was sent
+    // reaches the peer first (a short, bounded wait), then as shutdown().
+    virtual void close() noexcept { shutdown(); }
     virtual bool isUp() const noexcept = 0;
 };
 

@@ -134,6 +134,12 @@ void RcChannel::shutdown() noexcept
     (void)link_->forceError();
 }
 
+void RcChannel::close() noexcept
+{
+    link_->awaitSends(std::chrono::milliseconds(100));
+    shutdown();
+}
+
 bool RcChannel::isUp() const noexcept
 {
     return !link_->isDown();

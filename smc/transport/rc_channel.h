@@ -57,6 +57,7 @@ public:
     // Moves the QP to ERR: this end reports down; the peer hears of it by
     // DELETE_LINK on a surviving link, or when its own sends fail.
     void shutdown() noexcept override;
+    void close() noexcept override; // waits up to 100 ms for the sends posted
     bool isUp() const noexcept override;
 
 private:

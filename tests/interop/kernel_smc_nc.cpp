@@ -21,9 +21,10 @@ constexpr int kSmcProtoIpv4 = 0; // SMCPROTO_SMC
 
 int usage()
 {
-    std::fprintf(stderr, "usage: kernel-smc-nc HOST PORT | -l HOST PORT\n"
+    std::fprintf(stderr, "usage: kernel-smc-nc [-c N] [-l] HOST PORT\n"
                          "Copies stdin to an AF_SMC connection and the connection to stdout\n"
-                         "until both end; -l listens on HOST:PORT and serves one connection.\n");
+                         "until both end; -l listens on HOST:PORT. -c: N connections one\n"
+                         "after another (default 1); stdin goes to the first.\n");
     return 2;
 }
 
@@ -84,33 +85,45 @@ int pump(int s)
 
 int main(int argc, char** argv)
 {
-    const bool listen = argc > 1 && std::string_view(argv[1]) == "-l";
-    const int i = listen ? 2 : 1;
-    if (argc - i != 2 || argv[i][0] == '-')
+    int i = 1;
+    long count = 1;
+    if (argc > i + 1 && std::string_view(argv[i]) == "-c") {
+        count = std::atol(argv[i + 1]);
+        i += 2;
+    }
+    const bool listen = argc > i && std::string_view(argv[i]) == "-l";
+    i += listen ? 1 : 0;
+    if (argc - i != 2 || argv[i][0] == '-' || count < 1)
         return usage();
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(argv[i + 1])));
     if (::inet_pton(AF_INET, argv[i], &addr.sin_addr) != 1)
         return usage();
-    const int s = ::socket(kAfSmc, SOCK_STREAM | SOCK_CLOEXEC, kSmcProtoIpv4);
-    if (s < 0)
-        return fail("socket(AF_SMC) (modprobe smc)");
     const sockaddr* sa = reinterpret_cast<const sockaddr*>(&addr);
+    int l = -1;
     if (listen) {
+        l = ::socket(kAfSmc, SOCK_STREAM | SOCK_CLOEXEC, kSmcProtoIpv4);
+        if (l < 0)
+            return fail("socket(AF_SMC) (modprobe smc)");
         const int on = 1;
-        ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-        if (::bind(s, sa, sizeof addr) < 0 || ::listen(s, 8) < 0)
+        ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        if (::bind(l, sa, sizeof addr) < 0 || ::listen(l, 8) < 0)
             return fail("listen");
         std::fprintf(stderr, "kernel-smc-nc: listening\n");
-        const int c = ::accept(s, nullptr, nullptr);
-        if (c < 0)
-            return fail("accept");
-        const int rc = pump(c);
-        ::close(c);
-        return rc;
     }
-    if (::connect(s, sa, sizeof addr) < 0)
-        return fail("connect");
-    return pump(s);
+    // One connection after another; stdin is at its end for all but the first.
+    for (long k = 0; k < count; ++k) {
+        int s = listen ? ::accept(l, nullptr, nullptr)
+                       : ::socket(kAfSmc, SOCK_STREAM | SOCK_CLOEXEC, kSmcProtoIpv4);
+        if (s < 0)
+            return fail(listen ? "accept" : "socket(AF_SMC) (modprobe smc)");
+        if (!listen && ::connect(s, sa, sizeof addr) < 0)
+            return fail("connect");
+        const int rc = pump(s);
+        ::close(s);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }

@@ -165,6 +165,7 @@ int usage()
                          "       smc-kernel-setup pnet add PNETID ib DEVICE PORT\n"
                          "       smc-kernel-setup lgr   (SMC-R link groups: id, connections)\n"
                          "       smc-kernel-setup diag  (AF_SMC sockets: addresses, mode)\n"
+                         "       smc-kernel-setup stats (SMC-R handshakes done, by role, version)\n"
                          "       smc-kernel-setup tcp-option CGROUP_DIR  (SMC's TCP option on\n"
                          "           the cgroup's SYNs and SYN-ACKs, by a BPF sock_ops program)\n"
                          "Adding what is there already succeeds.\n");
@@ -288,6 +289,36 @@ int main(int argc, char** argv)
         if (rc < 0)
             return fail("lgr dump", rc);
         std::printf("%d SMC-R link groups\n", groups);
+        return 0;
+    }
+    if (a.size() == 1 && a[0] == "stats") {
+        // The successful SMC-R handshakes by role and version, since the module loaded.
+        Request r(static_cast<std::uint16_t>(family), SMC_NETLINK_GET_STATS, NLM_F_DUMP);
+        std::uint64_t succ[4] = {}; // client v1, client v2, server v1, server v2
+        const int rc = nl.transact(r, [&](const nlmsghdr& h) {
+            const char* p = static_cast<const char*>(NLMSG_DATA(&h)) + GENL_HDRLEN;
+            forEachAttr(p, static_cast<int>(h.nlmsg_len - NLMSG_HDRLEN - GENL_HDRLEN),
+                        [&](const nlattr& top, const char* v, int len) {
+                            if ((top.nla_type & NLA_TYPE_MASK) != SMC_GEN_STATS)
+                                return;
+                            forEachAttr(v, len, [&](const nlattr& tech, const char* tv, int tl) {
+                                if ((tech.nla_type & NLA_TYPE_MASK) != SMC_NLA_STATS_SMCR_TECH)
+                                    return;
+                                forEachAttr(tv, tl, [&](const nlattr& x, const char* xv, int xl) {
+                                    const int t = x.nla_type & NLA_TYPE_MASK;
+                                    if (t >= SMC_NLA_STATS_T_CLNT_V1_SUCC &&
+                                        t <= SMC_NLA_STATS_T_SRV_V2_SUCC && xl >= 8)
+                                        std::memcpy(&succ[t - SMC_NLA_STATS_T_CLNT_V1_SUCC], xv, 8);
+                                });
+                            });
+                        });
+        });
+        if (rc < 0)
+            return fail("stats dump", rc);
+        std::printf(
+            "smcr client v1 %llu v2 %llu server v1 %llu v2 %llu\n",
+            static_cast<unsigned long long>(succ[0]), static_cast<unsigned long long>(succ[1]),
+            static_cast<unsigned long long>(succ[2]), static_cast<unsigned long long>(succ[3]));
         return 0;
     }
     return usage();

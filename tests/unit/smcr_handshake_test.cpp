@@ -318,5 +318,24 @@ TEST(SmcrHandshake, AV1ClientDoesNotJoinAV2Group)
     EXPECT_TRUE(waitLinks(*smcr(second.client)->group, 2));
 }
 
+// A stack that closes ends its groups with DELETE_LINK ALL: the peer's group hears it and ends,
+// rather than waiting for its links to fail.
+TEST(SmcrHandshake, AClosingStackSaysDeleteLinkToItsPeers)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    TcpPair p = tcpPair();
+    Both b = handshake(*server, *client, p);
+    ASSERT_TRUE(smcr(b.server) && smcr(b.client));
+    ASSERT_TRUE(waitLinks(*smcr(b.client)->group, 2));
+    std::shared_ptr<LinkGroup> group = smcr(b.server)->group;
+    const std::uint64_t heard = group->stats().messagesIn;
+    b.client = std::make_error_code(std::errc::io_error); // its group and connection go
+    client.reset();
+    EXPECT_TRUE(eventually([&] { return group->terminated(); }));
+    EXPECT_EQ(group->stats().messagesIn, heard + 1); // the DELETE_LINK ALL
+}
+
 } // namespace
 } // namespace smc
