@@ -18,6 +18,11 @@ if [[ -z ${SMC_RXE_GUEST:-} ]] || ! modprobe -q smc || [[ ! -e /sys/class/infini
     echo "no kernel SMC or no rxe0 (run in the rxe guest with --kernel 6.12)"
     exit 77
 fi
+# 6.1's rxe cannot carry the kernel's SMC-R (docs/kernel-interop-plan.md).
+if ! printf '6.12\n%s\n' "$(uname -r)" | sort -V -C; then
+    echo "Linux $(uname -r) is older than 6.12 (run-in-guest.sh --kernel 6.12)"
+    exit 77
+fi
 bash "$(dirname "$0")/setup.sh" "$build" smc-core
 cgroup=/sys/fs/cgroup/smc-core
 tool=$build/tests/smc-kernel-setup
