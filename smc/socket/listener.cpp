@@ -273,7 +273,8 @@ Result<Listener> Listener::listen(SmcStack& stack, std::string_view host, std::u
     Result<net::SocketAddress> at = net::resolve(host, port, true);
     if (!at)
         return at.error();
-    Result<UniqueFd> tcp = net::listenTcp(*at, SOMAXCONN);
+    Result<UniqueFd> tcp =
+        net::listenTcp(*at, SOMAXCONN, options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
     if (!tcp)
         return tcp.error();
     UniqueFd ready(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));

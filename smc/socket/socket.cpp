@@ -310,7 +310,9 @@ Result<Socket> Socket::connect(SmcStack& stack, std::string_view host, std::uint
     Result<net::SocketAddress> to = net::resolve(host, port, false);
     if (!to)
         return to.error();
-    Result<UniqueFd> tcp = net::connectTcp(*to, net::deadlineAfter(options.connectTimeout));
+    // Plain TCP must not invite a Linux peer to CLC.
+    Result<UniqueFd> tcp = net::connectTcp(*to, net::deadlineAfter(options.connectTimeout),
+                                           options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
     if (!tcp)
         return tcp.error();
     Result<std::shared_ptr<SocketImpl>> impl = establish(stack, std::move(*tcp), false, options);

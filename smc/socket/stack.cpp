@@ -141,6 +141,14 @@ Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
     if (config.smcr)
         if (Result<void> r = stack->openSmcr(*config.smcr); !r)
             return r.error();
+    // Linux peers need the option; only a real RDMA device reaches them.
+    stack->tcpOptionError_ = std::make_error_code(std::errc::function_not_supported);
+    if (config.smcTcpOption && config.smcr && !config.smcr->device.empty()) {
+        Result<std::unique_ptr<net::SmcTcpOption>> option = net::SmcTcpOption::attach();
+        if (option)
+            stack->tcpOption_ = std::move(*option);
+        stack->tcpOptionError_ = option ? std::error_code() : option.error();
+    }
     return stack;
 }
 

@@ -19,6 +19,7 @@
 #include "rdma/rc_link.h"
 #include "smc/clc/clc_messages.h"
 #include "smc/core/link_group_manager.h"
+#include "smc/socket/tcp_option.h"
 
 namespace smc
 {
@@ -127,6 +128,11 @@ struct StackConfig {
     // a listener's accept never runs on it (SocketOptions::sharedAcceptQueue aside).
     unsigned handshakeThreads = 16;
     std::optional<SmcrConfig> smcr; // none: no SMC-R
+    // With an SMC-R device: SMC's TCP option on our sockets' SYNs and SYN-ACKs, which Linux
+    // needs to go SMC (else it falls back, PEERNOSMC). A BPF program on this process's cgroup
+    // (v2) that touches only our sockets; it needs root, or CAP_BPF and CAP_NET_ADMIN. If it
+    // cannot be had the stack works without: tcpOptionError() says why.
+    bool smcTcpOption = true;
 };
 
 // Connections by how they ended up, as `smcd stats` counts them, and fallbacks by reason
@@ -212,6 +218,11 @@ public:
         Mutex serverPending;
     };
     Smcr* smcr() noexcept { return smcr_.get(); }
+    // SMC's TCP option for our sockets' handshakes, or null (tcpOptionError() says why:
+    // function_not_supported when not asked for, or without an SMC-R device; else
+    // SmcTcpOption::attach's error, operation_not_permitted without the privilege).
+    const net::SmcTcpOption* tcpOption() const noexcept { return tcpOption_.get(); }
+    std::error_code tcpOptionError() const noexcept { return tcpOptionError_; }
     void countTcpForced() noexcept;
     void countFallback(bool server, clc::DeclineCode reason);
     void countHandshakeError() noexcept;
@@ -230,6 +241,8 @@ private:
     std::unique_ptr<BufferPool> pool_; // its DMBs live on device_: destroyed first
     std::unique_ptr<LinkProvider> ownProvider_;
     std::unique_ptr<Smcr> smcr_; // its groups go before the provider
+    std::unique_ptr<net::SmcTcpOption> tcpOption_;
+    std::error_code tcpOptionError_;
 
     mutable Mutex mutex_;
     StackStats stats_ SMC_GUARDED_BY(mutex_);

@@ -98,38 +98,51 @@ Result<UniqueFd> tcpSocket(int family)
 
 } // namespace
 
-Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline)
+Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline, const SmcTcpOption* option)
 {
     Result<UniqueFd> fd = tcpSocket(to.family());
     if (!fd)
         return fd.error();
     const int one = 1;
     ::setsockopt(fd->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (::connect(fd->get(), reinterpret_cast<const sockaddr*>(&to.storage), to.length) != 0) {
-        if (errno != EINPROGRESS)
-            return lastError();
+    // The SYN goes out within connect(2): the mark is needed only that long.
+    const bool marked = option != nullptr && option->mark(fd->get());
+    const int rc = ::connect(fd->get(), reinterpret_cast<const sockaddr*>(&to.storage), to.length);
+    const int error = errno;
+    if (marked)
+        option->unmark(fd->get());
+    if (rc != 0) {
+        if (error != EINPROGRESS)
+            return std::error_code(error, std::generic_category());
         Result<short> ready = waitFor(fd->get(), POLLOUT, deadline);
         if (!ready)
             return ready.error();
-        int error = 0;
-        socklen_t length = sizeof error;
-        ::getsockopt(fd->get(), SOL_SOCKET, SO_ERROR, &error, &length);
-        if (error != 0)
-            return std::error_code(error, std::generic_category());
+        int failed = 0;
+        socklen_t length = sizeof failed;
+        ::getsockopt(fd->get(), SOL_SOCKET, SO_ERROR, &failed, &length);
+        if (failed != 0)
+            return std::error_code(failed, std::generic_category());
     }
     return fd;
 }
 
-Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog)
+Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog, const SmcTcpOption* option)
 {
     Result<UniqueFd> fd = tcpSocket(at.family());
     if (!fd)
         return fd.error();
     const int one = 1;
     ::setsockopt(fd->get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd->get(), reinterpret_cast<const sockaddr*>(&at.storage), at.length) != 0 ||
-        ::listen(fd->get(), backlog) != 0)
+    if (::bind(fd->get(), reinterpret_cast<const sockaddr*>(&at.storage), at.length) != 0)
         return lastError();
+    // listen(2) sets the listener up for its SYN-ACKs; its sockets inherit that.
+    const bool marked = option != nullptr && option->mark(fd->get());
+    const int rc = ::listen(fd->get(), backlog);
+    const int error = errno;
+    if (marked)
+        option->unmark(fd->get());
+    if (rc != 0)
+        return std::error_code(error, std::generic_category());
     return fd;
 }
 

@@ -30,7 +30,7 @@ int usage()
     std::fprintf(
         stderr,
         "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] [--v2] | --tcp] [--rmb BYTES] "
-        "[--json FILE] [--smcss] [--count N]\n"
+        "[--json FILE] [--smcss] [--count N] [--no-tcp-option]\n"
         "              HOST PORT | -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
         "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
@@ -38,7 +38,8 @@ int usage()
         "DEVICE (e.g. rxe0), with ALTERNATE devices for a second link (-v says when the\n"
         "group's links change); --v2: offer SMC-Rv2 too (one link; what Linux takes on rxe).\n"
         "Without a mode flag, SMC-D, else TCP fallback. --count: N connections one after\n"
-        "another on one stack (later ones join its link groups); stdin goes to the first.\n");
+        "another on one stack (later ones join its link groups); stdin goes to the first.\n"
+        "--no-tcp-option: no SMC TCP option in our handshakes (Linux peers then fall back).\n");
     return 2;
 }
 
@@ -194,6 +195,8 @@ int main(int argc, char** argv)
             options.mode = Mode::Tcp;
         else if (a == "--v2")
             offerV2 = true;
+        else if (a == "--no-tcp-option")
+            config.smcTcpOption = false;
         else if (a == "--rmb" && i + 1 < argc) {
             if (!parseNumber(argv[++i], options.rmbBytes))
                 return usage();
@@ -240,6 +243,9 @@ int main(int argc, char** argv)
             std::fprintf(stderr, "smc-nc: %s\n", stack.error().message().c_str());
         return 1;
     }
+    if (verbose && config.smcr && config.smcTcpOption && (*stack)->tcpOption() == nullptr)
+        std::fprintf(stderr, "smc-nc: no SMC TCP option (%s): Linux peers will fall back\n",
+                     (*stack)->tcpOptionError().message().c_str());
     std::optional<Listener> listener;
     if (listen) {
         Result<Listener> l =

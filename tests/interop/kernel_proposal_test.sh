@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The kernel's SMC client meets smc-core's server (interop milestone 0): with the SMC TCP
-# option in our SYN-ACK (BPF sock_ops on our cgroup) the kernel sends a CLC PROPOSAL, which we
+# option in our SYN-ACK (the stack's BPF sock_ops program) the kernel sends a PROPOSAL, which we
 # take (SMC-Rv2); without it the kernel sends none and falls back (PEERNOSMC). Both times the
 # bytes arrive intact. Usage: kernel_proposal_test.sh BUILD_DIR. It changes
 # the kernel's SMC setup and attaches a BPF program, so it runs only in the rxe guest
@@ -17,17 +17,16 @@ if ! printf '6.12\n%s\n' "$(uname -r)" | sort -V -C; then
     echo "Linux $(uname -r) is older than 6.12 (run-in-guest.sh --kernel 6.12)"
     exit 77
 fi
-bash "$(dirname "$0")/setup.sh" "$build" smc-core
-cgroup=/sys/fs/cgroup/smc-core
+bash "$(dirname "$0")/setup.sh" "$build"
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
 head -c $((1 << 20)) /dev/urandom > "$dir/data"
 
-# $1: the port; $2: "cgroup" to serve from the option's cgroup. Prints the server's verdict.
+# $1: the port; then smc-nc's flags. Prints the server's verdict.
 serve_once() {
-    local port=$1 join=:
-    [[ $2 == cgroup ]] && join="echo \$\$ > $cgroup/cgroup.procs"
-    sh -c "$join; exec '$build/smc/tools/smc-nc' -v --smcr rxe0 -l 192.0.2.1 $port" \
+    local port=$1
+    shift
+    "$build/smc/tools/smc-nc" -v --smcr rxe0 "$@" -l 192.0.2.1 "$port" \
         < "$dir/data" > "$dir/server.got" 2> "$dir/server.err" &
     for _ in $(seq 50); do grep -q listening "$dir/server.err" && break; sleep 0.1; done
     timeout 30 "$build/tests/kernel-smc-nc" 192.0.2.1 "$port" < "$dir/data" > "$dir/client.got"
@@ -36,8 +35,8 @@ serve_once() {
         { echo "bytes differ"; exit 1; }
     grep -E '^smc-nc: (TCP|SMC)' "$dir/server.err"
 }
-with=$(serve_once 7101 cgroup)
-without=$(serve_once 7102 none)
+with=$(serve_once 7101)
+without=$(serve_once 7102 --no-tcp-option)
 echo "with the option:    $with"
 echo "without the option: $without"
 [[ $with == *SMC-Rv2* ]] || { echo "no SMC-Rv2 despite the option"; exit 1; }

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tests/interop/tcp_option.h"
+#include "smc/socket/tcp_option.h"
 
 namespace
 {
@@ -225,10 +225,10 @@ int main(int argc, char** argv)
         return diag();
     if (a.size() == 2 && a[0] == "tcp-option") {
         std::string log;
-        const int rc = smc::interop::attachSmcTcpOption(argv[2], log);
+        const smc::Result<void> r = smc::net::attachSmcTcpOptionToCgroup(argv[2], log);
         if (!log.empty())
             std::fprintf(stderr, "%s\n", log.c_str());
-        return rc < 0 ? fail("tcp-option", rc) : 0;
+        return r ? 0 : fail("tcp-option", -r.error().value());
     }
     Netlink nl(NETLINK_GENERIC);
     if (nl.fd < 0)
