@@ -71,17 +71,19 @@ Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const Pro
     }
     link->sendSlots_ = send;
     link->recvSlots_ = recv;
+    link->slotBytes_ = std::max(kWrBufferSize, config.maxMessage);
+    const std::size_t bytes = link->slotBytes_;
     {
         MutexLocker lock(link->mutex_); // nobody else has the link yet; the analysis cannot know
         link->slots_.resize(send);
     }
 
-    link->sendBuffers_ = std::make_unique<std::byte[]>(send * kWrBufferSize);
-    link->recvBuffers_ = std::make_unique<std::byte[]>(recv * kWrBufferSize);
-    Result<MemoryRegion> sendMr = MemoryRegion::create(
-        pd, link->sendBuffers_.get(), send * kWrBufferSize, IBV_ACCESS_LOCAL_WRITE);
-    Result<MemoryRegion> recvMr = MemoryRegion::create(
-        pd, link->recvBuffers_.get(), recv * kWrBufferSize, IBV_ACCESS_LOCAL_WRITE);
+    link->sendBuffers_ = std::make_unique<std::byte[]>(send * bytes);
+    link->recvBuffers_ = std::make_unique<std::byte[]>(recv * bytes);
+    Result<MemoryRegion> sendMr =
+        MemoryRegion::create(pd, link->sendBuffers_.get(), send * bytes, IBV_ACCESS_LOCAL_WRITE);
+    Result<MemoryRegion> recvMr =
+        MemoryRegion::create(pd, link->recvBuffers_.get(), recv * bytes, IBV_ACCESS_LOCAL_WRITE);
     if (!sendMr || !recvMr)
         return sendMr ? recvMr.error() : sendMr.error();
     link->sendMr_ = *sendMr;
@@ -117,8 +119,8 @@ RcLink::~RcLink()
 Result<void> RcLink::postRecv(std::uint32_t index) noexcept
 {
     ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(recvBuffers_.get() + index * kWrBufferSize);
-    sge.length = kWrBufferSize;
+    sge.addr = reinterpret_cast<std::uintptr_t>(recvBuffers_.get() + index * slotBytes_);
+    sge.length = static_cast<std::uint32_t>(slotBytes_);
     sge.lkey = recvMr_.lkey();
     ibv_recv_wr wr{};
     wr.wr_id = kRecvTag | index;
@@ -178,14 +180,17 @@ std::uint32_t RcLink::freeSendSlots() const
     return n;
 }
 
-Result<void> RcLink::send(const ControlMessage& message, std::chrono::milliseconds slotWait)
+Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milliseconds slotWait)
 {
+    if (message.size() > config_.maxMessage)
+        return std::make_error_code(std::errc::message_size);
     Result<std::uint32_t> slot = takeSlot(slotWait);
     if (!slot)
         return slot.error();
-    std::byte* buf = sendBuffers_.get() + *slot * kWrBufferSize;
-    std::memcpy(buf, message.data(), kMessageSize);
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), kMessageSize, sendMr_.lkey()};
+    std::byte* buf = sendBuffers_.get() + *slot * slotBytes_;
+    std::memcpy(buf, message.data(), message.size());
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), static_cast<std::uint32_t>(message.size()),
+                sendMr_.lkey()};
     ibv_send_wr wr{};
     wr.wr_id = *slot;
     wr.sg_list = &sge;
@@ -270,11 +275,8 @@ void RcLink::handle(const ibv_wc& wc)
             linkDown(status); // flushed: the QP is in error
             return;
         }
-        if (wc.byte_len >= kMessageSize && handlers_.onMessage) {
-            ControlMessage m;
-            std::memcpy(m.data(), recvBuffers_.get() + index * kWrBufferSize, kMessageSize);
-            handlers_.onMessage(m);
-        }
+        if (wc.byte_len >= kMessageSize && wc.byte_len <= slotBytes_ && handlers_.onMessage)
+            handlers_.onMessage(std::span(recvBuffers_.get() + index * slotBytes_, wc.byte_len));
         if (Result<void> r = postRecv(index); !r) // always re-post
             linkDown(r.error());
         return;

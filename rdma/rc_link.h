@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// RcLink: one SMC-R link's RC queue pair with 48-byte send/recv slots for 44-byte control messages.
+// RcLink: one SMC-R link's RC queue pair with send/recv slots for its control messages: 48 bytes
+// for the 44-byte ones, 8 KiB on an SMC-Rv2 link.
 #pragma once
 
 #include <array>
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/executor.h"
@@ -17,8 +19,9 @@
 namespace smc::rdma
 {
 
-inline constexpr std::size_t kWrBufferSize = 48; // Linux SMC_WR_BUF_SIZE
-inline constexpr std::size_t kMessageSize = 44;  // LLC and CDC messages (SMC_WR_TX_SIZE)
+inline constexpr std::size_t kWrBufferSize = 48;    // Linux SMC_WR_BUF_SIZE
+inline constexpr std::size_t kMessageSize = 44;     // LLC and CDC messages (SMC_WR_TX_SIZE)
+inline constexpr std::size_t kV2MessageSize = 8192; // SMC-Rv2's longest (SMC_WR_BUF_V2_SIZE)
 using ControlMessage = std::array<std::byte, kMessageSize>;
 
 struct LinkConfig {
@@ -26,6 +29,10 @@ struct LinkConfig {
     std::uint32_t maxRecvWr = 48; // Linux sysctl smcr_max_recv_wr
     std::uint8_t port = 1;
     int gidIndex = -1; // -1: the port's RoCE v2 IPv4-mapped GID
+    // The longest message either end sends: kMessageSize, or kV2MessageSize on an SMC-Rv2
+    // link (ADD_LINK with its rkeys). Every slot takes that much: a message longer than the
+    // peer's receive slot fails there and takes the link down.
+    std::size_t maxMessage = kMessageSize;
 };
 
 // Linux's rule when a link's queue pair or buffers cannot be allocated:
@@ -57,9 +64,9 @@ public:
     // thread whose post failed). They must not block, and in particular must
     // not send: that may wait for a send slot, and only this thread frees one.
     struct Handlers {
-        // A control message arrived (the receive buffer is re-posted after
-        // the handler returns).
-        std::function<void(const ControlMessage&)> onMessage;
+        // A control message arrived, kMessageSize bytes or more (the receive buffer is
+        // re-posted after the handler returns).
+        std::function<void(std::span<const std::byte>)> onMessage;
         // The link failed (QP error, flushed or failed completion, the device
         // gone). Called once.
         std::function<void(std::error_code)> onLinkDown;
@@ -79,8 +86,9 @@ public:
     // INIT, post every receive buffer, then RTR and RTS towards `peer`.
     Result<void> connect(const Endpoint& peer);
 
-    // Send one control message; waits up to `slotWait` for a free send slot.
-    Result<void> send(const ControlMessage& message, std::chrono::milliseconds slotWait);
+    // Send one control message of at most LinkConfig::maxMessage bytes (else
+    // message_size); waits up to `slotWait` for a free send slot.
+    Result<void> send(std::span<const std::byte> message, std::chrono::milliseconds slotWait);
     // RDMA WRITE `length` bytes at `src` (registered under `lkey`) to `dst`;
     // returns the write's completion status.
     Result<void> rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
@@ -124,6 +132,7 @@ private:
     Endpoint local_;
     std::uint32_t sendSlots_ = 0;
     std::uint32_t recvSlots_ = 0;
+    std::size_t slotBytes_ = kWrBufferSize; // each send and receive slot's buffer
 
     std::unique_ptr<std::byte[]> sendBuffers_;
     std::unique_ptr<std::byte[]> recvBuffers_;

@@ -42,7 +42,7 @@ Result<std::unique_ptr<LinkGroup>> LinkGroup::create(LinkGroupConfig config, Lin
 {
     if (config.maxConns < 16 || config.maxConns > 255 || config.maxLinks < 1 ||
         config.maxLinks > 2 || config.pool.tech != Tech::SmcR || config.llcVersion < 1 ||
-        config.llcVersion > 2 || (config.llcVersion == 2 && config.maxLinks != 1))
+        config.llcVersion > 2)
         return std::make_error_code(std::errc::invalid_argument);
     std::unique_ptr<LinkGroup> g(new LinkGroup(std::move(config), provider));
     Result<std::unique_ptr<BufferPool>> pool =

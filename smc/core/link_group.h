@@ -30,9 +30,8 @@ struct LinkGroupConfig {
     SystemId peer{};
     unsigned maxConns = 255; // Linux 16..255
     unsigned maxLinks = 2;   // symmetric links wanted (Linux 1..2)
-    // 2: an SMC-Rv2 group, whose LLC messages carry v2 headers. Such a group keeps one link
-    // (maxLinks 1): the v2 ADD_LINK, which carries the rkeys in place of ADD_LINK_CONT, is
-    // not there yet.
+    // 2: an SMC-Rv2 group: its LLC messages carry v2 headers, its ADD_LINKs the rkeys (no
+    // ADD_LINK_CONT), and its links take messages of up to 8 KiB (kLongMessages).
     std::uint8_t llcVersion = 1;
     LlcTimeouts timeouts;
     // A group without connections for this long is freed (DELETE_LINK ALL,
@@ -69,8 +68,8 @@ public:
     using TerminationHandler = std::function<void(std::string reason)>;
 
     // The provider must outlive the group. Errors: invalid_argument (limits
-    // outside Linux's ranges, an LLC version other than 1 or 2, a v2 group with
-    // maxLinks above 1, or a pool that is not SMC-R), the pool's own.
+    // outside Linux's ranges, an LLC version other than 1 or 2, or a pool that is not
+    // SMC-R), the pool's own.
     // Does not block.
     static Result<std::unique_ptr<LinkGroup>> create(LinkGroupConfig config,
                                                      LinkProvider& provider);

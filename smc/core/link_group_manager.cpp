@@ -65,10 +65,10 @@ Result<std::shared_ptr<LinkGroup>> LinkGroupManager::create(Role role, const Sys
     config.role = role;
     config.peer = peer;
     config.llcVersion = terms.llcVersion;
-    if (terms.llcVersion >= 2)
-        config.maxLinks = 1;
     if (terms.maxConns != 0)
         config.maxConns = terms.maxConns;
+    if (terms.maxLinks != 0)
+        config.maxLinks = terms.maxLinks;
     Result<std::unique_ptr<LinkGroup>> made = LinkGroup::create(config, provider_);
     if (!made)
         return made.error();

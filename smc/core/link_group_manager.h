@@ -11,11 +11,11 @@
 namespace smc
 {
 
-// What CLC agreed for a new group beyond role and peer. An SMC-Rv2 group (llcVersion 2)
-// keeps one link (LinkGroupConfig::llcVersion).
+// What CLC agreed for a new group beyond role and peer (SMC-Rv2's first-contact extension).
 struct GroupTerms {
     std::uint8_t llcVersion = 1;
     unsigned maxConns = 0; // 0: the manager's defaults
+    unsigned maxLinks = 0; // likewise
 };
 
 // The groups are shared: the manager lets go of a terminated one (reap), and it is destroyed

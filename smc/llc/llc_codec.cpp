@@ -246,7 +246,7 @@ Result<Message> decode(std::span<const std::byte> bytes)
             ext.direct = r.u8(e) & 0x80;
             ext.clientTargetGid = r.bytes<16>(e + 2);
             const std::size_t n = r.host16(e + 26);
-            if (n > 255)
+            if (n > kMaxAddLinkRkeys)
                 return DecodeError::BadCount;
             if (length != kMessageSize + kAddLinkExtHeader + n * kRkeyPairSize)
                 return DecodeError::BadLength;

@@ -231,6 +231,14 @@ private:
     Result<std::optional<llc::Message>> exchangeRkeys(unsigned via, unsigned newSlot,
                                                       std::uint8_t linkId,
                                                       std::optional<llc::Message> opening);
+    llc::AddLinkV2Ext addLinkExt(unsigned via, unsigned newSlot, const Gid& newGid);
+    bool saveAddLinkRkeys(unsigned via, unsigned newSlot,
+                          const std::optional<llc::AddLinkV2Ext>& ext);
+    // The longest message our links carry: an SMC-Rv2 group's ADD_LINK has its rkeys.
+    std::size_t maxMessage() const noexcept
+    {
+        return config_.version >= 2 ? kLongMessages : kShortMessages;
+    }
     std::optional<unsigned> activate(unsigned slot, GroupType newType);
     // flows/delete_link.cpp
     void failover(unsigned slot, bool tellPeer,

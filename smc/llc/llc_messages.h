@@ -20,6 +20,7 @@ namespace smc::llc
 // longer (up to 8 KiB) and say so in the header's length_v2.
 inline constexpr std::size_t kMessageSize = 44;
 inline constexpr std::size_t kMaxV2Size = 8192;
+inline constexpr std::size_t kMaxAddLinkRkeys = 255; // in a v2 ADD_LINK's extension
 // Byte 0 of an SMC-R CDC message: CDC shares the links with LLC and byte 0 tells them apart
 // (connection notes §2.1); its size on the wire, and how much of it Linux reads (up to the
 // connection flags). The layers below smc/cdc check no more than these.
@@ -86,7 +87,7 @@ struct ConfirmLink {
 struct AddLinkV2Ext {
     bool direct = false;
     Gid clientTargetGid{};
-    std::vector<RkeyPair> rkeys; // at most 255
+    std::vector<RkeyPair> rkeys; // at most kMaxAddLinkRkeys
     friend bool operator==(const AddLinkV2Ext&, const AddLinkV2Ext&) = default;
 };
 

@@ -99,12 +99,20 @@ struct V2Terms {
     clc::FirstContactExt fce{};
 };
 
-// The group terms a v2 first contact agreed on: one link, the extension's connections.
+// The group terms a v2 first contact agreed on: release 1's limits, else our defaults.
 GroupTerms groupTerms(const std::optional<V2Terms>& v2)
 {
     if (!v2)
         return {};
-    return {clc::kVersion2, v2->fce.release >= clc::kRelease1 ? v2->fce.maxConns : 0u};
+    if (v2->fce.release < clc::kRelease1)
+        return {clc::kVersion2};
+    return {clc::kVersion2, v2->fce.maxConns, v2->fce.maxLinks};
+}
+
+// The longest LLC message of the group's links.
+std::size_t maxMessage(const std::optional<V2Terms>& v2)
+{
+    return v2 ? kLongMessages : kShortMessages;
 }
 
 // Our half of ACCEPT or CONFIRM: the connection's link and RMB there.
@@ -138,7 +146,7 @@ clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGrou
 }
 
 // The server's v2 terms for `choice` (Linux smc_clc_fill_fce_v2x): a direct route, as
-// negotiate() takes no other; the limits of release 1, with one link.
+// negotiate() takes no other; the limits of release 1, the smaller of theirs and ours.
 V2Terms serverTerms(const SmcStack::Smcr& smcr, const clc::Proposal& p, const clc::Choice& choice)
 {
     V2Terms t;
@@ -150,15 +158,17 @@ V2Terms serverTerms(const SmcStack::Smcr& smcr, const clc::Proposal& p, const cl
     if (choice.release >= clc::kRelease1) {
         t.fce.maxConns = static_cast<std::uint8_t>(
             std::min<unsigned>(p.v2.maxConns, smcr.groups->defaults().maxConns));
-        t.fce.maxLinks = 1;
+        t.fce.maxLinks = static_cast<std::uint8_t>(
+            std::min<unsigned>(p.v2.maxLinks, smcr.groups->defaults().maxLinks));
         t.fce.featureMask = p.v2.featureMask & clc::kFeatureEmulatedIsm;
     }
     return t;
 }
 
 // The client's v2 terms from a first-contact ACCEPT, or why it declines (Linux
-// smc_connect_rdma_v2_prepare, smc_clc_clnt_v2x_features_validate). We proposed one link.
-std::variant<V2Terms, DeclineCode> clientTerms(const clc::Accept& accept)
+// smc_connect_rdma_v2_prepare, smc_clc_clnt_v2x_features_validate), within what we proposed.
+std::variant<V2Terms, DeclineCode> clientTerms(const SmcStack::Smcr& smcr,
+                                               const clc::Accept& accept)
 {
     const clc::FirstContactExt& f = accept.fce;
     if (!f.v2Direct)
@@ -167,7 +177,8 @@ std::variant<V2Terms, DeclineCode> clientTerms(const clc::Accept& accept)
         return DeclineCode::VersMismat;
     if (f.release >= clc::kRelease1 && f.maxConns < 16)
         return DeclineCode::MaxConnErr;
-    if (f.release >= clc::kRelease1 && f.maxLinks != 1)
+    if (f.release >= clc::kRelease1 &&
+        (f.maxLinks < 1 || f.maxLinks > smcr.groups->defaults().maxLinks))
         return DeclineCode::MaxLinkErr;
     V2Terms t;
     t.eid = std::get<clc::SmcrAcceptConfirm>(accept.path).eid;
@@ -295,7 +306,7 @@ void offerSmcrV2(SmcStack& stack, clc::Proposal& p)
     p.v2.userEids = {stack.ueid()};
     p.v2.roceV2Gid = smcr.gid;
     p.v2.maxConns = static_cast<std::uint8_t>(smcr.groups->defaults().maxConns);
-    p.v2.maxLinks = 1;
+    p.v2.maxLinks = static_cast<std::uint8_t>(smcr.groups->defaults().maxLinks);
     p.v2.featureMask = clc::kFeatureEmulatedIsm;
 }
 
@@ -312,7 +323,7 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
     if (llcVersion >= clc::kVersion2) {
         v2 = V2Terms{a.eid, {}};
         if (accept.firstContact) {
-            std::variant<V2Terms, DeclineCode> terms = clientTerms(accept);
+            std::variant<V2Terms, DeclineCode> terms = clientTerms(smcr, accept);
             if (const auto* reason = std::get_if<DeclineCode>(&terms))
                 return decline(stack, fd, *reason, version, options);
             v2 = std::get<V2Terms>(terms);
@@ -324,9 +335,9 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
     std::optional<LinkGroup::Handshake> hs;
     LinkAddress local;
     if (accept.firstContact) {
-        NewGroup made =
-            newGroup(smcr, Role::Client, a.systemId, groupTerms(v2), options,
-                     DeclineCode::ErrRdyLnk, [&] { return smcr.provider->join(addressOf(a), {}); });
+        NewGroup made = newGroup(
+            smcr, Role::Client, a.systemId, groupTerms(v2), options, DeclineCode::ErrRdyLnk,
+            [&] { return smcr.provider->join(addressOf(a), {}, maxMessage(v2)); });
         if (!made.hs)
             return decline(stack, fd, made.reason, version, options);
         group = std::move(made.group);
@@ -407,7 +418,8 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     LinkAddress local;
     if (first) {
         NewGroup made = newGroup(smcr, Role::Server, proposal.systemId, groupTerms(v2), options,
-                                 DeclineCode::IntErr, [&] { return smcr.provider->create({}); });
+                                 DeclineCode::IntErr,
+                                 [&] { return smcr.provider->create({}, maxMessage(v2)); });
         if (!made.hs)
             return decline(stack, fd, made.reason, version, options);
         group = std::move(made.group);

@@ -64,7 +64,7 @@ private:
 // Links between a server side (create) and a client side (join), each side
 // registering with its own InprocRegistrar; a link's write() lands through the
 // other side's registrar. Each side has `devices` RoCE devices, each with one
-// GID (::ffff:10.side.device.1, server side 1, client side 2), so groups see
+// GID (::ffff:127.side.device.1, server side 1, client side 2), so groups see
 // alternate devices, or none, as on real hosts.
 class InprocFabric final : public LinkProvider
 {
@@ -75,31 +75,6 @@ public:
     {
     }
 
-    Result<NewLink> create(std::span<const llc::Gid> avoid) override
-    {
-        if (refuseCreates > 0 && refuseCreates-- > 0)
-            return std::make_error_code(std::errc::no_such_device); // no device for a new link
-        auto [a, b] = InprocChannel::pair();
-        connect(*a, client_);
-        connect(*b, server_);
-        MutexLocker lock(mutex_);
-        const std::uint32_t qpn = nextQpn_++;
-        channels_[qpn] = a.get();
-        channels_[qpn + 0x10000] = b.get();
-        parked_[qpn] = std::move(b);
-        return NewLink{std::move(a), address(qpn, 1, serverDevices, avoid), borrow(server_)};
-    }
-    Result<NewLink> join(const LinkAddress& peer, std::span<const llc::Gid> avoid) override
-    {
-        MutexLocker lock(mutex_);
-        auto it = parked_.find(peer.qpn);
-        if (it == parked_.end())
-            return std::make_error_code(std::errc::no_such_device);
-        NewLink l{std::move(it->second), address(peer.qpn + 0x10000, 2, clientDevices, avoid),
-                  borrow(client_)};
-        parked_.erase(it);
-        return l;
-    }
     // How many devices each side has; may grow while groups run.
     std::atomic<unsigned> serverDevices, clientDevices;
     // Fault: the next `refuseCreates` create() calls fail, as when no
@@ -126,6 +101,35 @@ public:
     static llc::Gid clientGid(unsigned device = 0) { return gid(2, device); }
 
 private:
+    Result<NewLink> makeLink(std::span<const llc::Gid> avoid, std::size_t maxMessage) override
+    {
+        if (refuseCreates > 0 && refuseCreates-- > 0)
+            return std::make_error_code(std::errc::no_such_device); // no device for a new link
+        auto [a, b] = InprocChannel::pair();
+        a->setMaxMessage(maxMessage);
+        connect(*a, client_);
+        connect(*b, server_);
+        MutexLocker lock(mutex_);
+        const std::uint32_t qpn = nextQpn_++;
+        channels_[qpn] = a.get();
+        channels_[qpn + 0x10000] = b.get();
+        parked_[qpn] = std::move(b);
+        return NewLink{std::move(a), address(qpn, 1, serverDevices, avoid), borrow(server_)};
+    }
+    Result<NewLink> joinLink(const LinkAddress& peer, std::span<const llc::Gid> avoid,
+                             std::size_t maxMessage) override
+    {
+        MutexLocker lock(mutex_);
+        auto it = parked_.find(peer.qpn);
+        if (it == parked_.end())
+            return std::make_error_code(std::errc::no_such_device);
+        it->second->setMaxMessage(maxMessage);
+        NewLink l{std::move(it->second), address(peer.qpn + 0x10000, 2, clientDevices, avoid),
+                  borrow(client_)};
+        parked_.erase(it);
+        return l;
+    }
+
     // RoCE v2 GIDs of loopback addresses (127.side.device.1): in the subnet of a TCP
     // connection over 127.0.0.1, as SMC-Rv2's direct route wants.
     static llc::Gid gid(std::uint8_t side, unsigned device)

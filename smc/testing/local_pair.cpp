@@ -10,10 +10,12 @@ namespace smc
 
 Result<void> startLocalPair(LinkGroup& server, LinkGroup& client, LinkProvider& provider)
 {
-    Result<NewLink> first = provider.create({});
+    // A v2 group's links carry its long ADD_LINKs.
+    const std::size_t maxMessage = server.llcVersion() >= 2 ? kLongMessages : kShortMessages;
+    Result<NewLink> first = provider.create({}, maxMessage);
     if (!first)
         return first.error();
-    Result<NewLink> far = provider.join(first->local, {});
+    Result<NewLink> far = provider.join(first->local, {}, maxMessage);
     if (!far)
         return far.error();
     if (Result<void> r = first->channel->connect(far->local); !r)

@@ -60,6 +60,8 @@ bool InprocChannel::isUp() const noexcept
 
 Result<void> InprocChannel::send(std::span<const std::byte> message)
 {
+    if (message.size() > maxMessage_)
+        return std::make_error_code(std::errc::message_size);
     std::vector<std::byte> bytes(message.begin(), message.end());
     auto take = [](std::atomic<int>& n) {
         int v = n.load();
@@ -73,6 +75,12 @@ Result<void> InprocChannel::send(std::span<const std::byte> message)
     InprocChannel* peer = wire_->ends[0] == this ? wire_->ends[1] : wire_->ends[0];
     if (peer == nullptr)
         return std::make_error_code(std::errc::not_connected);
+    if (bytes.size() > peer->maxMessage_) { // its receive fails: the link is down both ways
+        wire_->up = false;
+        for (InprocChannel* end : wire_->ends)
+            end->markDown();
+        return {};
+    }
     if (take(faults_.drop))
         return {}; // lost on the wire: the sender cannot tell
     if (take(faults_.corrupt) && !bytes.empty())

@@ -35,6 +35,10 @@ public:
     ~InprocChannel() override;
 
     void start(Callbacks callbacks) override;
+    // The longest message this end sends or takes (kShortMessages unless set, before start):
+    // a longer send is message_size, and one longer than the peer takes fails the link, as
+    // an RC receive into too small a buffer does.
+    void setMaxMessage(std::size_t bytes) noexcept { maxMessage_ = bytes; }
     Result<void> send(std::span<const std::byte> message) override;
     Result<void> write(const void* src, std::size_t length, std::uint32_t lkey,
                        std::uint64_t remoteAddr, std::uint32_t rkey) override;
@@ -70,6 +74,7 @@ private:
     void deliver();
 
     std::shared_ptr<Wire> wire_;
+    std::atomic<std::size_t> maxMessage_{kShortMessages};
     Faults faults_;
     Callbacks callbacks_; // set once by start(), before the first delivery
     RemoteWriter writer_;

@@ -15,6 +15,11 @@ namespace smc
 {
 
 using Gid = std::array<std::uint8_t, 16>; // RoCE GID (llc::Gid is the same type)
+
+// The longest control message of a link: 44 bytes (CDC, LLC v1), or 8 KiB on an SMC-Rv2
+// link (Linux SMC_WR_BUF_V2_SIZE: ADD_LINK with its rkeys).
+inline constexpr std::size_t kShortMessages = 44;
+inline constexpr std::size_t kLongMessages = 8192;
 using Mac = std::array<std::uint8_t, 6>;
 
 // Where one end of a link is: what CLC and ADD_LINK carry.

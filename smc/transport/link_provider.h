@@ -33,11 +33,20 @@ public:
     // Server: a new link; it is connected (LinkChannel::connect) once the
     // client's address comes back. `avoid`: local GIDs (devices) the group
     // already uses there: take another one if there is one (Linux's
-    // alternate device), else one of those. Errors: the provider's own
-    // (device, QP or PD creation); it may block while it sets the link up.
-    virtual Result<NewLink> create(std::span<const Gid> avoid) = 0;
+    // alternate device), else one of those. `maxMessage`: the longest message
+    // the link carries either way (kShortMessages, or kLongMessages in an
+    // SMC-Rv2 group). Errors: the provider's own (device, QP or PD creation);
+    // it may block while it sets the link up.
+    Result<NewLink> create(std::span<const Gid> avoid, std::size_t maxMessage = kShortMessages)
+    {
+        return makeLink(avoid, maxMessage);
+    }
     // Client: the far end of the server's new link at `peer`, connected.
-    virtual Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) = 0;
+    Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid,
+                         std::size_t maxMessage = kShortMessages)
+    {
+        return joinLink(peer, avoid, maxMessage);
+    }
 
     // `handler` runs whenever a path comes up (an RDMA port turns active again): a group
     // short of links may add one now (Linux smcr_port_add). It runs on the provider's
@@ -47,6 +56,9 @@ public:
     void unwatchPaths(int id);
 
 protected:
+    virtual Result<NewLink> makeLink(std::span<const Gid> avoid, std::size_t maxMessage) = 0;
+    virtual Result<NewLink> joinLink(const LinkAddress& peer, std::span<const Gid> avoid,
+                                     std::size_t maxMessage) = 0;
     // Calls every handler, one after the other.
     void pathUp();
 

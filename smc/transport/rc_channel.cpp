@@ -30,7 +30,9 @@ Result<std::unique_ptr<RcChannel>> RcChannel::create(const rdma::Context& contex
     std::unique_ptr<RcChannel> c(new RcChannel(executor));
     Result<std::unique_ptr<rdma::RcLink>> link =
         rdma::RcLink::create(context, pd, config,
-                             {[p = c.get()](const rdma::ControlMessage& m) { p->push(m); },
+                             {[p = c.get()](std::span<const std::byte> m) {
+                                  p->push(std::vector<std::byte>(m.begin(), m.end()));
+                              },
                               [p = c.get()](std::error_code) { p->push(std::nullopt); }},
                              executor);
     if (!link)
@@ -74,7 +76,7 @@ void RcChannel::start(Callbacks callbacks)
 void RcChannel::push(Item item)
 {
     MutexLocker lock(mutex_);
-    items_.push_back(item);
+    items_.push_back(std::move(item));
     if (started_)
         deliveries_.post([this] { deliverOne(); });
 }
@@ -86,26 +88,21 @@ void RcChannel::deliverOne()
         MutexLocker lock(mutex_);
         if (items_.empty())
             return;
-        item = items_.front();
+        item = std::move(items_.front());
         items_.pop_front();
     }
     if (down_)
         return; // a dead link delivers nothing more
     down_ = !item.has_value();
     if (item && callbacks_.onMessage)
-        callbacks_.onMessage({item->begin(), item->end()});
+        callbacks_.onMessage(std::move(*item));
     else if (!item && callbacks_.onDown)
         callbacks_.onDown();
 }
 
 Result<void> RcChannel::send(std::span<const std::byte> message)
 {
-    if (message.size() > rdma::kMessageSize)
-        return make_error_code(
-            std::errc::message_size); // v2 messages over 44 bytes need the v2 buffers
-    rdma::ControlMessage m{};
-    std::copy(message.begin(), message.end(), m.begin());
-    return link_->send(m, kSlotWait);
+    return link_->send(message, kSlotWait); // message_size beyond the link's slots
 }
 
 Result<void> RcChannel::connect(const LinkAddress& peer)
@@ -211,7 +208,9 @@ void RdmaLinkProvider::onDeviceEvent(Device& device)
         pathUp();
 }
 
-Result<NewLink> RdmaLinkProvider::create(std::span<const Gid> avoid)
+static_assert(kShortMessages == rdma::kMessageSize && kLongMessages == rdma::kV2MessageSize);
+
+Result<NewLink> RdmaLinkProvider::makeLink(std::span<const Gid> avoid, std::size_t maxMessage)
 {
     // The first path on an active port not in `avoid`, else the first on one at all.
     struct Path {
@@ -255,6 +254,7 @@ Result<NewLink> RdmaLinkProvider::create(std::span<const Gid> avoid)
                                              : std::errc::address_not_available);
     rdma::LinkConfig config = config_;
     config.gidIndex = pick.gidIndex;
+    config.maxMessage = maxMessage;
     Result<rdma::ProtectionDomain> pd = rdma::ProtectionDomain::create(pick.device->context);
     if (!pd)
         return pd.error();
@@ -266,9 +266,10 @@ Result<NewLink> RdmaLinkProvider::create(std::span<const Gid> avoid)
     return NewLink{std::move(*channel), local, std::make_shared<rdma::RdmaRegistrar>(*pd)};
 }
 
-Result<NewLink> RdmaLinkProvider::join(const LinkAddress& peer, std::span<const Gid> avoid)
+Result<NewLink> RdmaLinkProvider::joinLink(const LinkAddress& peer, std::span<const Gid> avoid,
+                                           std::size_t maxMessage)
 {
-    Result<NewLink> link = create(avoid);
+    Result<NewLink> link = makeLink(avoid, maxMessage);
     if (!link)
         return link;
     if (Result<void> r = link->channel->connect(peer); !r)

@@ -61,7 +61,7 @@ public:
     bool isUp() const noexcept override;
 
 private:
-    using Item = std::optional<rdma::ControlMessage>; // nullopt: link down
+    using Item = std::optional<std::vector<std::byte>>; // nullopt: link down
     explicit RcChannel(Executor& executor) : deliveries_(executor, SerialQueue::Kind::Short) {}
     void push(Item item); // on the epoll thread (or a sender's, whose post failed)
     void deliverOne();    // on deliveries_
@@ -100,11 +100,12 @@ public:
 
     // Errors besides the device's: network_down (every port is down), address_not_available
     // (no RoCE v2 IPv4 GID on any).
-    Result<NewLink> create(std::span<const Gid> avoid) override;
-    Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) override;
     const rdma::Context& context() const noexcept { return devices_.front()->context; }
 
 private:
+    Result<NewLink> makeLink(std::span<const Gid> avoid, std::size_t maxMessage) override;
+    Result<NewLink> joinLink(const LinkAddress& peer, std::span<const Gid> avoid,
+                             std::size_t maxMessage) override;
     struct Device {
         rdma::Context context;
         std::shared_ptr<PortChannels> channels = std::make_shared<PortChannels>();

@@ -266,7 +266,7 @@ unsigned LlcPeer::makeLinkLocked(std::span<const Gid> avoid, unsigned peerDevice
 
 // The server group's ADD_LINK: the peer (its client) answers from the
 // device the ADD_LINK answer names (see onRequest).
-Result<NewLink> LlcPeer::create(std::span<const Gid> avoid)
+Result<NewLink> LlcPeer::makeLink(std::span<const Gid> avoid, std::size_t /*maxMessage*/)
 {
     MutexLocker lock(modelMutex_);
     if (links_.size() >= 256) // a bound on one input's links, far above what flows need
@@ -278,7 +278,8 @@ Result<NewLink> LlcPeer::create(std::span<const Gid> avoid)
 
 // The client group joins a link the peer offered: the end parked under the
 // qpn its ADD_LINK named.
-Result<NewLink> LlcPeer::join(const LinkAddress& peer, std::span<const Gid> avoid)
+Result<NewLink> LlcPeer::joinLink(const LinkAddress& peer, std::span<const Gid> avoid,
+                                  std::size_t /*maxMessage*/)
 {
     MutexLocker lock(modelMutex_);
     auto it = parked_.find(peer.qpn);

@@ -204,8 +204,9 @@ private:
     void checkWriteTarget(const Connection* conn, std::error_code ec);
 
     // LinkProvider: the group's ends of new links.
-    Result<NewLink> create(std::span<const Gid> avoid) override;
-    Result<NewLink> join(const LinkAddress& peer, std::span<const Gid> avoid) override;
+    Result<NewLink> makeLink(std::span<const Gid> avoid, std::size_t maxMessage) override;
+    Result<NewLink> joinLink(const LinkAddress& peer, std::span<const Gid> avoid,
+                             std::size_t maxMessage) override;
     unsigned makeLinkLocked(std::span<const Gid> avoid, unsigned peerDevice,
                             std::unique_ptr<LinkChannel>& groupEnd) SMC_REQUIRES(modelMutex_);
     LinkAddress groupAddress(unsigned index, std::span<const Gid> avoid) const;

@@ -35,7 +35,8 @@ struct LinkPair {
     Executor executorA{{.threads = 1}}, executorB{{.threads = 1}};
     std::mutex mutex;
     std::condition_variable arrived;
-    std::vector<ControlMessage> atA, atB;
+    using Message = std::vector<std::byte>;
+    std::vector<Message> atA, atB;
     std::atomic<int> downA{0}, downB{0};
     // Runs before B handles a message. Under `mutex`: the test sets it while
     // B's handler may run, ordered only through the device (TSan cannot see that).
@@ -43,20 +44,22 @@ struct LinkPair {
     // Last, so destroyed first: their handlers use everything above.
     std::unique_ptr<RcLink> a, b;
 
-    void setUp()
+    void setUp(std::size_t maxMessage = kMessageSize)
     {
+        LinkConfig config;
+        config.maxMessage = maxMessage;
         context = std::move(Context::open(test::rdmaDeviceName())).value();
         pdA = std::move(ProtectionDomain::create(context)).value();
         pdB = std::move(ProtectionDomain::create(context)).value();
         Result<std::unique_ptr<RcLink>> la =
-            RcLink::create(context, pdA, {},
-                           {[this](const ControlMessage& m) { deliver(atA, m); },
+            RcLink::create(context, pdA, config,
+                           {[this](std::span<const std::byte> m) { deliver(atA, m); },
                             [this](std::error_code) { ++downA; }},
                            executorA);
         ASSERT_TRUE(la) << la.error().message();
         Result<std::unique_ptr<RcLink>> lb =
-            RcLink::create(context, pdB, {},
-                           {[this](const ControlMessage& m) {
+            RcLink::create(context, pdB, config,
+                           {[this](std::span<const std::byte> m) {
                                 if (std::function<void()> g = gate())
                                     g();
                                 deliver(atB, m);
@@ -78,25 +81,25 @@ struct LinkPair {
         return gateB;
     }
 
-    void deliver(std::vector<ControlMessage>& to, const ControlMessage& m)
+    void deliver(std::vector<Message>& to, std::span<const std::byte> m)
     {
         {
             std::lock_guard lock(mutex);
-            to.push_back(m);
+            to.emplace_back(m.begin(), m.end());
         }
         arrived.notify_all();
     }
 
-    bool waitFor(std::vector<ControlMessage>& at, std::size_t n, std::chrono::seconds limit = 30s)
+    bool waitFor(std::vector<Message>& at, std::size_t n, std::chrono::seconds limit = 30s)
     {
         std::unique_lock lock(mutex);
         return arrived.wait_for(lock, limit, [&] { return at.size() >= n; });
     }
 };
 
-ControlMessage message(std::uint32_t n)
+LinkPair::Message message(std::uint32_t n, std::size_t size = kMessageSize)
 {
-    ControlMessage m{};
+    LinkPair::Message m(size);
     std::memcpy(m.data(), &n, sizeof n);
     for (std::size_t i = sizeof n; i < m.size(); ++i)
         m[i] = static_cast<std::byte>(n + i);
@@ -176,6 +179,35 @@ TEST_F(Rxe, RdmaWriteLandsInThePeerRmbForEveryClass)
         ASSERT_TRUE(peer->release(*rmb));
     }
     EXPECT_EQ(links.downA.load(), 0);
+}
+
+// SMC-Rv2 links: their 8 KiB slots carry messages of any length up to 8 KiB both ways, in
+// order (an ADD_LINK v2 with its rkeys is up to 72 + 16 * 255 bytes). A v1 link refuses a
+// message over 44 bytes before it reaches the wire, where the peer's 48-byte slot would fail.
+TEST(RxeV2, MessagesOfUpTo8KiBBothWays)
+{
+    LinkPair v2;
+    ASSERT_NO_FATAL_FAILURE(v2.setUp(kV2MessageSize));
+    const std::size_t sizes[] = {kMessageSize, 72, 72 + 16 * 255, kV2MessageSize};
+    for (std::uint32_t i = 0; i < std::size(sizes); ++i) {
+        ASSERT_TRUE(v2.a->send(message(i, sizes[i]), 1s));
+        ASSERT_TRUE(v2.b->send(message(100 + i, sizes[i]), 1s));
+    }
+    ASSERT_TRUE(v2.waitFor(v2.atB, std::size(sizes)));
+    ASSERT_TRUE(v2.waitFor(v2.atA, std::size(sizes)));
+    for (std::uint32_t i = 0; i < std::size(sizes); ++i) {
+        EXPECT_EQ(v2.atB[i], message(i, sizes[i]));
+        EXPECT_EQ(v2.atA[i], message(100 + i, sizes[i]));
+    }
+    EXPECT_EQ(v2.a->send(message(9, kV2MessageSize + 1), 1s).error(), std::errc::message_size);
+
+    LinkPair v1;
+    ASSERT_NO_FATAL_FAILURE(v1.setUp());
+    EXPECT_EQ(v1.a->send(message(1, 72), 1s).error(), std::errc::message_size);
+    ASSERT_TRUE(v1.a->send(message(2), 1s));
+    ASSERT_TRUE(v1.waitFor(v1.atB, 1));
+    EXPECT_EQ(v1.atB[0], message(2));
+    EXPECT_EQ(v1.downA.load() + v1.downB.load(), 0);
 }
 
 TEST_F(Rxe, ControlMessagesBothWaysWithSlotExhaustionAndRecovery)

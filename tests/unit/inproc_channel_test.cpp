@@ -54,6 +54,27 @@ std::vector<std::byte> msg(std::uint8_t n)
     return std::vector<std::byte>(44, std::byte{n});
 }
 
+// As on RC: a message longer than the sender's slots is refused (message_size), and one that
+// fits the sender but not the peer's slots fails the receive, which takes the link down.
+TEST(InprocChannel, MessageLimitsAreTheSlotsOfBothEnds)
+{
+    Inbox atA, atB;
+    auto [a, b] = InprocChannel::pair();
+    a->setMaxMessage(kLongMessages); // a v2 end facing a v1 one
+    a->start(atA.callbacks());
+    b->start(atB.callbacks());
+    const std::vector<std::byte> v2(72, std::byte{7});
+    EXPECT_EQ(b->send(v2).error(), std::errc::message_size);
+    EXPECT_EQ(a->send(std::vector<std::byte>(kLongMessages + 1)).error(), std::errc::message_size);
+    ASSERT_TRUE(a->send(msg(1)));
+    ASSERT_TRUE(atB.waitCount(1));
+    EXPECT_TRUE(a->isUp());
+    (void)a->send(v2); // the sender cannot tell: the receive fails at the far end
+    ASSERT_TRUE(atA.waitDown());
+    ASSERT_TRUE(atB.waitDown());
+    EXPECT_EQ(atB.got.size(), 1u);
+}
+
 TEST(InprocChannel, DeliversInOrderBothWays)
 {
     Inbox atA, atB; // outlive the channels, whose threads call into them

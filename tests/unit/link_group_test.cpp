@@ -68,15 +68,13 @@ TEST(LinkGroup, AV2GroupSendsV2Headers)
     }
 }
 
-// Until the v2 ADD_LINK exists, a v2 group has one link; other versions are refused.
-TEST(LinkGroup, AV2GroupHasOneLinkAndVersionsAreOneOrTwo)
+// LLC versions are 1 or 2.
+TEST(LinkGroup, LlcVersionsAreOneOrTwo)
 {
     InprocRegistrar a, b;
     InprocFabric fabric(a, b);
     LinkGroupConfig c;
     c.llcVersion = 2;
-    EXPECT_EQ(LinkGroup::create(c, fabric).error(), std::errc::invalid_argument); // maxLinks 2
-    c.maxLinks = 1;
     EXPECT_TRUE(LinkGroup::create(c, fabric));
     c.llcVersion = 3;
     EXPECT_EQ(LinkGroup::create(c, fabric).error(), std::errc::invalid_argument);
@@ -84,18 +82,18 @@ TEST(LinkGroup, AV2GroupHasOneLinkAndVersionsAreOneOrTwo)
     EXPECT_EQ(LinkGroup::create(c, fabric).error(), std::errc::invalid_argument);
 }
 
-// Two v2 groups understand each other: CONFIRM_LINK both ways, nothing malformed.
-TEST(LinkGroup, TwoV2GroupsComeUp)
+// Two v2 groups understand each other: CONFIRM_LINK both ways, then the v2 ADD_LINK (its
+// rkeys in the extension) gives both the second link; nothing malformed.
+TEST(LinkGroup, TwoV2GroupsComeUpWithTwoLinks)
 {
     LinkGroupConfig c;
     c.llcVersion = 2;
-    c.maxLinks = 1;
     c.timeouts = Pair::fastTimeouts();
     test::GroupPair p;
     ASSERT_TRUE(p.create(c));
     ASSERT_TRUE(p.start());
-    EXPECT_EQ(p.server.group->activeLinks(), 1u);
-    EXPECT_EQ(p.client.group->activeLinks(), 1u);
+    EXPECT_EQ(p.server.group->activeLinks(), 2u);
+    EXPECT_TRUE(test::eventually([&] { return p.client.group->activeLinks() == 2; }));
     EXPECT_EQ(p.server.group->stats().malformed, 0u);
     EXPECT_EQ(p.client.group->stats().malformed, 0u);
 }

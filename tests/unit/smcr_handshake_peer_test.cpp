@@ -319,8 +319,8 @@ TEST(SmcrHandshake, TheProposalOfLinux612FromAnotherSubnetIsNoRoute)
 }
 
 // The v2 ACCEPT carries Linux's first-contact terms: a direct route, release 1, the smaller
-// max conns, one link. A CONFIRM that does not echo them is declined as Linux's server does
-// (MAXLINKERR here), and the group goes.
+// max conns and max links. A CONFIRM that does not echo them is declined as Linux's server
+// does (MAXLINKERR here), and the group goes.
 TEST(SmcrHandshake, AV2ConfirmThatChangesTheTermsIsDeclined)
 {
     Fabric f;
@@ -338,7 +338,7 @@ TEST(SmcrHandshake, AV2ConfirmThatChangesTheTermsIsDeclined)
     EXPECT_TRUE(accept.fce.v2Direct);
     EXPECT_EQ(accept.fce.release, clc::kRelease1);
     EXPECT_EQ(accept.fce.maxConns, 200u);
-    EXPECT_EQ(accept.fce.maxLinks, 1u);
+    EXPECT_EQ(accept.fce.maxLinks, 2u);
     EXPECT_EQ(accept.fce.featureMask, clc::kFeatureEmulatedIsm);
     EXPECT_NE(accept.fce.hostname, clc::Hostname{});
     const auto& sa = std::get<clc::SmcrAcceptConfirm>(accept.path);
@@ -354,7 +354,7 @@ TEST(SmcrHandshake, AV2ConfirmThatChangesTheTermsIsDeclined)
     c.firstContact = true;
     c.path = r;
     c.fce = accept.fce;
-    c.fce.maxLinks = 2;
+    c.fce.maxLinks = 1;
     ASSERT_TRUE(net::writeClc(p.client.get(), c, net::deadlineAfter(5s)));
     Result<clc::Message> declined = net::readClc(p.client.get(), net::deadlineAfter(10s));
     ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
@@ -366,7 +366,7 @@ TEST(SmcrHandshake, AV2ConfirmThatChangesTheTermsIsDeclined)
 }
 
 // Our client takes a v2 first contact only on its own terms (Linux's client checks): a direct
-// route and the one link it proposed.
+// route and no more links than it proposed.
 TEST(SmcrHandshake, AV2AcceptOutsideOurTermsIsDeclined)
 {
     Fabric f;
@@ -379,7 +379,7 @@ TEST(SmcrHandshake, AV2AcceptOutsideOurTermsIsDeclined)
         clc::DeclineCode reason;
     };
     for (const Case& k : {Case{false, 1, clc::DeclineCode::NoIndirect},
-                          Case{true, 2, clc::DeclineCode::MaxLinkErr}}) {
+                          Case{true, 3, clc::DeclineCode::MaxLinkErr}}) {
         clc::SmcrAcceptConfirm r = fakePath(*link, kServerId, 77, 0x10000, 5);
         r.eid = *clc::makeEid("SMC-CORE-LOOPBACK");
         clc::Accept a;

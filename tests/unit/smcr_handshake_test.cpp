@@ -260,9 +260,11 @@ TEST(SmcrHandshake, AFullGroupMakesTheNextConnectionAFirstContact)
 }
 
 // A client that offers SMC-Rv2 gets it (the server takes v2 before v1, as Linux does): a v2
-// group each side with one link, though both have two devices, and the next connection joins
-// it by the GID of the v2 extension.
-TEST(SmcrHandshake, V2MakesAGroupOfOneLinkThatTheNextConnectionJoins)
+// group each side whose second link came by the v2 ADD_LINK (the rkeys in its extension, no
+// ADD_LINK_CONT), and the next connection joins it by the GID of the v2 extension. When the
+// connection's link breaks, it carries on over the other link with the rkeys the ADD_LINKs
+// gave.
+TEST(SmcrHandshake, V2GroupsTakeTwoLinksAndAJoinAndFailOver)
 {
     Fabric f;
     auto server = makeStack(&f, kServerId);
@@ -280,17 +282,24 @@ TEST(SmcrHandshake, V2MakesAGroupOfOneLinkThatTheNextConnectionJoins)
         EXPECT_EQ(s->firstContact, i == 0);
         EXPECT_EQ(s->group, smcr(done[0].server)->group);
         EXPECT_EQ(c->group, smcr(done[0].client)->group);
+        if (i == 0) {
+            ASSERT_TRUE(waitLinks(*c->group, 2));
+        }
     }
     for (const net::SmcrSetup* side : {smcr(done[0].server), smcr(done[0].client)}) {
         EXPECT_EQ(side->group->llcVersion(), 2u);
-        EXPECT_EQ(side->group->maxLinks(), 1u);
-        EXPECT_EQ(side->group->activeLinks(), 1u);
+        EXPECT_EQ(side->group->activeLinks(), 2u);
+        EXPECT_EQ(side->group->type(), GroupType::Symmetric);
         EXPECT_EQ(side->group->connectionCount(), 2u);
     }
     EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
-    // Data both ways on the joined connection, over the v2 group's link.
+
     const net::SmcrSetup& s = *smcr(done[1].server);
     const net::SmcrSetup& c = *smcr(done[1].client);
+    const unsigned before = s.conn->link();
+    ASSERT_TRUE(s.group->breakLink(before));
+    ASSERT_TRUE(
+        eventually([&] { return s.conn->link() != before && c.group->activeLinks() == 1; }));
     std::vector<std::byte> up(64, std::byte{0x5a}), down(64, std::byte{0xa5});
     ASSERT_TRUE(c.group->write(*c.conn, 0, up));
     ASSERT_TRUE(s.group->write(*s.conn, 0, down));

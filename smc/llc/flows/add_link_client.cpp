@@ -57,6 +57,7 @@ bool LlcEngine::clientAddLink(unsigned via, const llc::AddLink& req)
         llc::AddLink r = req;
         r.reject = true;
         r.rejectReason = 1; // no alternate path
+        r.ext.reset();      // a v2 reject is 44 bytes
         (void)send(via, {1, true, r});
         return false;
     };
@@ -81,7 +82,7 @@ bool LlcEngine::clientAddLink(unsigned via, const llc::AddLink& req)
     // The server offers the device it already uses: it has no other one.
     const bool peerSingle = req.gid == viaPeer.gid && req.mac == viaPeer.mac;
     const LinkAddress peer{req.qpn, req.psn, req.gid, req.mac, req.mtu};
-    Result<NewLink> joined = provider_.join(peer, std::span(&viaLocal.gid, 1));
+    Result<NewLink> joined = provider_.join(peer, std::span(&viaLocal.gid, 1), maxMessage());
     if (!joined)
         return reject();
     const bool alternate = joined->local.gid != viaLocal.gid;
@@ -98,8 +99,8 @@ bool LlcEngine::clientAddLink(unsigned via, const llc::AddLink& req)
     if (!slot)
         return reject();
     const LinkAddress local = joined->local;
-    const llc::AddLink answer{false,      0,         local.mac, local.gid,   local.qpn,
-                              req.linkId, local.mtu, local.psn, std::nullopt};
+    llc::AddLink answer{false,      0,         local.mac, local.gid,   local.qpn,
+                        req.linkId, local.mtu, local.psn, std::nullopt};
     if (!attach(*slot, std::move(*joined)))
         return reject();
     {
@@ -107,16 +108,27 @@ bool LlcEngine::clientAddLink(unsigned via, const llc::AddLink& req)
         links_[*slot].linkId = req.linkId;
         links_[*slot].peer = peer;
     }
-    Result<std::optional<Message>> last =
-        exchangeRkeys(via, *slot, req.linkId, Message{1, true, answer});
-    if (!last && last.error() != std::errc::protocol_error) {
-        clearLink(*slot); // the server gave up: it clears its end itself
-        return false;
+    // The rkeys: v2 in both ADD_LINKs, v1 in ADD_LINK_CONTs; CONFIRM_LINK comes on the new
+    // link after the last of ours.
+    Result<Message> confirm = std::make_error_code(std::errc::protocol_error);
+    if (config_.version >= 2) {
+        if (!saveAddLinkRkeys(via, *slot, req.ext)) {
+            clearLink(*slot);
+            return reject();
+        }
+        answer.ext = addLinkExt(via, *slot, local.gid);
+        confirm = exchange(via, {2, true, answer}, *slot, Type::ConfirmLink, false,
+                           config_.timeouts.wait);
+    } else {
+        Result<std::optional<Message>> last =
+            exchangeRkeys(via, *slot, req.linkId, Message{1, true, answer});
+        if (!last && last.error() != std::errc::protocol_error) {
+            clearLink(*slot); // the server gave up: it clears its end itself
+            return false;
+        }
+        if (last)
+            confirm = exchange(via, **last, *slot, Type::ConfirmLink, false, config_.timeouts.wait);
     }
-    // Our last ADD_LINK_CONT; then CONFIRM_LINK arrives on the new link.
-    Result<Message> confirm =
-        last ? exchange(via, **last, *slot, Type::ConfirmLink, false, config_.timeouts.wait)
-             : Result<Message>(last.error());
     bool confirmed = confirm.has_value();
     if (confirmed && std::get<llc::ConfirmLink>(confirm->body).linkId != req.linkId) {
         MutexLocker lock(mutex_);

@@ -44,7 +44,7 @@ Result<void> LlcEngine::serverAddLink(bool& offered)
     if (type == GroupType::Symmetric || (type == GroupType::Single && maxLinks_ <= 1))
         return LinkErrc::NoLinkRoom;
     // An alternate device if we have one; else the same device: asymmetric.
-    Result<NewLink> made = provider_.create(std::span(&viaLocal.gid, 1));
+    Result<NewLink> made = provider_.create(std::span(&viaLocal.gid, 1), maxMessage());
     if (!made)
         return made.error();
     GroupType newType =
@@ -71,6 +71,9 @@ Result<void> LlcEngine::serverAddLink(bool& offered)
         MutexLocker lock(mutex_);
         req.linkId = links_[newSlot].linkId;
     }
+    const bool v2 = config_.version >= 2;
+    if (v2) // the rkeys travel with the request (no ADD_LINK_CONT)
+        req.ext = addLinkExt(*via, newSlot, local.gid);
     offered = true;
     Result<Message> resp =
         exchange(*via, {1, false, req}, *via, Type::AddLink, true, config_.timeouts.wait);
@@ -96,9 +99,14 @@ Result<void> LlcEngine::serverAddLink(bool& offered)
     }
     if (!connected)
         return fail(connected.error());
-    if (Result<std::optional<Message>> r = exchangeRkeys(*via, newSlot, req.linkId, std::nullopt);
-        !r)
+    if (v2) {
+        if (!saveAddLinkRkeys(*via, newSlot, answer.ext))
+            return fail(std::make_error_code(std::errc::protocol_error));
+    } else if (Result<std::optional<Message>> r =
+                   exchangeRkeys(*via, newSlot, req.linkId, std::nullopt);
+               !r) {
         return fail(r.error());
+    }
     // CONFIRM_LINK travels on the new link itself.
     Result<Message> confirmed = exchange(newSlot, {1, false, confirmLink(local, req.linkId)},
                                          newSlot, Type::ConfirmLink, true, config_.timeouts.wait);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The v1 ADD_LINK_CONT rkey exchange, the same loop for both sides of a new link.
+// The rkeys of a new link: v1's ADD_LINK_CONT exchange, the same loop for both sides, and the
+// SMC-Rv2 ADD_LINK extension, which carries them all in the request and in the response.
 #include "smc/llc/llc_engine.h"
 
 #include <algorithm>
@@ -58,6 +59,31 @@ Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned n
         if (!server && sent >= mine.size() && peerLeft == 0)
             return std::optional<Message>(std::move(out));
     }
+}
+
+// Our RMBs' rkeys on `via` and on the new link, and its GID: what a v2 ADD_LINK (request or
+// response) carries. At most 255 rkeys fit, as in Linux (a group has at most 255 connections).
+llc::AddLinkV2Ext LlcEngine::addLinkExt(unsigned via, unsigned newSlot, const Gid& newGid)
+{
+    llc::AddLinkV2Ext ext;
+    ext.direct = true; // we build no links through a gateway
+    ext.clientTargetGid = newGid;
+    ext.rkeys = host_.rmbRkeys(via, newSlot);
+    if (ext.rkeys.size() > llc::kMaxAddLinkRkeys)
+        ext.rkeys.resize(llc::kMaxAddLinkRkeys);
+    return ext;
+}
+
+// The peer's pairs from its v2 ADD_LINK: its RMBs on the new link, found by their rkey on
+// `via`. False without the extension: a v2 peer always sends one.
+bool LlcEngine::saveAddLinkRkeys(unsigned via, unsigned newSlot,
+                                 const std::optional<llc::AddLinkV2Ext>& ext)
+{
+    if (!ext)
+        return false;
+    for (const llc::RkeyPair& p : ext->rkeys)
+        (void)rtokens_.setByRkey(via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
+    return true;
 }
 
 } // namespace smc

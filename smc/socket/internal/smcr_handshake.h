@@ -28,7 +28,7 @@ clc::Hostname hostname();
 // Fills the PROPOSAL's SMC-R v1 area (system id, GID, MAC, the IPv4 subnet of `local`).
 void offerSmcr(SmcStack& stack, const clc::Ipv4Address& local, clc::Proposal& proposal);
 // Adds SMC-Rv2 to the PROPOSAL (then version 2) if the stack offers it (SmcrConfig::offerV2)
-// and its GID is a RoCE v2 IPv4 one: the GID, our EID, one link, Linux's limits.
+// and its GID is a RoCE v2 IPv4 one: the GID, our EID, our group limits.
 void offerSmcrV2(SmcStack& stack, clc::Proposal& proposal);
 
 // Client: the server accepted SMC-R. Joins or creates the link group, sends CONFIRM, runs
