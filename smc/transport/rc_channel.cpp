@@ -262,7 +262,11 @@ Result<NewLink> RdmaLinkProvider::makeLink(std::span<const Gid> avoid, std::size
         RcChannel::create(pick.device->context, *pd, config, executor_, pick.device->channels);
     if (!channel)
         return channel.error();
-    const LinkAddress local = (*channel)->address();
+    LinkAddress local = (*channel)->address();
+    // Our MAC in ADD_LINK: Linux takes it as the new link's destination MAC (and rxe loops
+    // a packet back only to its own netdev's MAC).
+    if (Result<rdma::Mac> mac = pick.device->context.gidMac(config_.port, pick.gidIndex))
+        std::copy(mac->begin(), mac->end(), local.mac.begin());
     return NewLink{std::move(*channel), local, std::make_shared<rdma::RdmaRegistrar>(*pd)};
 }
 

@@ -4,7 +4,9 @@
 # role ROLE of the kernel: "client" (kernel-smc-nc connects to smc-nc -l) or "server"
 # (smc-nc --v2 connects to kernel-smc-nc -l). Two connections one after another: the first
 # streams MIB random MiB each way, the second, with nothing to send, must join the first's
-# link group. Passes when the bytes arrive intact, both smc-nc connections say SMC-Rv2, the
+# link group. rxe0 has two GIDs, so the group takes a second link by the v2 ADD_LINK (the
+# kernel's end of it on its first GID: asymmetric). Passes when the bytes arrive intact, both
+# smc-nc connections say SMC-Rv2, smc-nc saw two links, the
 # kernel's SMC_DIAG shows its end as SMCR and ACTIVE and never as a fallback, its statistics
 # count two SMC-Rv2 handshakes in its role, it made one SMC-R link group for both, and that
 # group ends when smc-nc does. Usage: kernel_smcr_test.sh BUILD_DIR ROLE MIB.
@@ -71,6 +73,7 @@ cmp -s "$dir/kernel.in" "$dir/ours.out" || { echo "smc-core received other bytes
 ! grep -q 'no SMC TCP option' "$dir/ours.err" || { echo "smc-nc had no TCP option"; exit 1; }
 [[ $(grep -c '^smc-nc: SMC-Rv2 rxe0$' "$dir/ours.err") == 2 ]] ||
     { echo "smc-nc did not say SMC-Rv2 twice"; exit 1; }
+grep -q ': links 2: ' "$dir/ours.err" || { echo "no second link (ADD_LINK v2)"; exit 1; }
 # The kernel's end: its local port is ours' peer port, or the listening port.
 if [[ $role == client ]]; then mine=" > $ip:$port"; else mine=" $ip:$port > "; fi
 grep -F -- "$mine" "$dir/diag" | sort -u > "$dir/kernel.diag" || true
@@ -91,4 +94,4 @@ done
 [[ -z $(comm -13 "$dir/lgr.before" <(lgrs)) ]] ||
     { echo "the kernel's link group outlived smc-nc by 5 s"; exit 1; }
 echo "kernel-smcr ($role): $(uname -r), $mib MiB each way and a second connection in one" \
-    "link group, SMC-R by SMC_DIAG"
+    "link group of two links, SMC-R by SMC_DIAG"
