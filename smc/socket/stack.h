@@ -34,7 +34,7 @@ enum class Mode : std::uint8_t {
           // (a client offers both; a server takes SMC-D first, as Linux tries SMC-Dv2
           // first), else a fallback to TCP
     SmcD, // SMC-D only
-    SmcR, // SMC-R only (the stack needs an SMC-R device): v1, and v2 with SmcrConfig::offerV2
+    SmcR, // SMC-R only (the stack needs an SMC-R device): v2 and v1 (SmcrConfig::offerV2)
     Tcp,  // plain TCP, no CLC at all (both ends must agree: a CLC peer would wait for it)
 };
 
@@ -109,12 +109,10 @@ struct SmcrConfig {
     std::optional<SystemId> systemId;
     // Limits and timeouts of new link groups (role, peer and pool tech are the stack's).
     LinkGroupConfig groups;
-    // Clients offer SMC-Rv2 as well as v1 (servers take it from any peer whose RoCE v2 IPv4
-    // GID is in a local subnet). Linux servers on RoCE v2-only devices such as rxe take
-    // nothing else. Off by default: an SMC-Rv2 group has one link until the v2 ADD_LINK
-    // exists, and a server takes v2 before v1, so between two smc-core ends it would cost
-    // the second link and its failover.
-    bool offerV2 = false;
+    // Clients offer SMC-Rv2 as well as v1, as Linux does with a UEID (servers take v2 from
+    // any peer whose RoCE v2 IPv4 GID is in a local subnet, and before v1). Linux servers on
+    // RoCE v2-only devices such as rxe take nothing else. Off: v1 only.
+    bool offerV2 = true;
 };
 
 struct StackConfig {

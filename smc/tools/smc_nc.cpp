@@ -29,14 +29,14 @@ int usage()
 {
     std::fprintf(
         stderr,
-        "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] [--v2] | --tcp] [--rmb BYTES] "
+        "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] [--v1] | --tcp] [--rmb BYTES] "
         "[--json FILE] [--smcss] [--count N] [--no-tcp-option]\n"
         "              HOST PORT | -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
         "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
         "--json into FILE, --smcss as a table on stderr. --smcr: SMC-R only, over the RDMA\n"
         "DEVICE (e.g. rxe0), with ALTERNATE devices for a second link (-v says when the\n"
-        "group's links change); --v2: offer SMC-Rv2 too (one link; what Linux takes on rxe).\n"
+        "group's links change); --v1: offer SMC-Rv1 only (Linux takes only v2 on rxe).\n"
         "Without a mode flag, SMC-D, else TCP fallback. --count: N connections one after\n"
         "another on one stack (later ones join its link groups); stdin goes to the first.\n"
         "--no-tcp-option: no SMC TCP option in our handshakes (Linux peers then fall back).\n");
@@ -177,7 +177,7 @@ int pump(Socket& s, const std::function<void(std::uint64_t, std::uint64_t)>& tic
 
 int main(int argc, char** argv)
 {
-    bool verbose = false, listen = false, smcss = false, offerV2 = false;
+    bool verbose = false, listen = false, smcss = false, offerV1Only = false;
     std::size_t count = 1;
     SocketOptions options;
     StackConfig config;
@@ -193,8 +193,8 @@ int main(int argc, char** argv)
             options.mode = Mode::SmcD;
         else if (a == "--tcp")
             options.mode = Mode::Tcp;
-        else if (a == "--v2")
-            offerV2 = true;
+        else if (a == "--v1")
+            offerV1Only = true;
         else if (a == "--no-tcp-option")
             config.smcTcpOption = false;
         else if (a == "--rmb" && i + 1 < argc) {
@@ -223,10 +223,10 @@ int main(int argc, char** argv)
         else
             rest.push_back(a);
     }
-    if (offerV2) {
+    if (offerV1Only) {
         if (!config.smcr)
             return usage();
-        config.smcr->offerV2 = true;
+        config.smcr->offerV2 = false;
     }
     std::size_t port = 0;
     if (rest.empty() || rest.size() > 2 || !parseNumber(rest.back(), port) || port > 65535 ||

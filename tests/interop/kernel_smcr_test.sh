@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The kernel's SMC-R and smc-core's over one rxe device (interop milestones 1 and 2), in the
 # role ROLE of the kernel: "client" (kernel-smc-nc connects to smc-nc -l) or "server"
-# (smc-nc --v2 connects to kernel-smc-nc -l). Two connections one after another: the first
+# (smc-nc connects to kernel-smc-nc -l). Two connections one after another: the first
 # streams MIB random MiB each way, the second, with nothing to send, must join the first's
 # link group. rxe0 has two GIDs, so the group takes a second link by the v2 ADD_LINK (the
 # kernel's end of it on its first GID: asymmetric). Passes when the bytes arrive intact, both
@@ -57,7 +57,7 @@ if [[ $role == client ]]; then
 else
     kernel -l $ip $port 2> "$dir/kernel.err" &
     for _ in $(seq 50); do grep -q listening "$dir/kernel.err" && break; sleep 0.1; done
-    ours --v2 --count 2 $ip $port &
+    ours --count 2 $ip $port &
 fi
 # The kernel's view of its sockets and link groups while they live.
 while [[ -n $(jobs -pr) ]]; do

@@ -30,8 +30,8 @@ send up | "$nc" -v --smcr rxe0 --rmb "$rmb" 192.0.2.1 "$port" 2> "$dir/client.er
     sha256sum > "$dir/down.got"
 wait
 cat "$dir/server.err" "$dir/client.err"
-grep -q '^smc-nc: SMC-Rv1 rxe0$' "$dir/server.err"
-grep -q '^smc-nc: SMC-Rv1 rxe0$' "$dir/client.err"
+grep -q '^smc-nc: SMC-Rv2 rxe0$' "$dir/server.err"
+grep -q '^smc-nc: SMC-Rv2 rxe0$' "$dir/client.err"
 for d in up down; do
     echo "$d: sent $(cut -c1-16 "$dir/$d.sent"), received $(cut -c1-16 "$dir/$d.got")"
     cmp -s "$dir/$d.sent" "$dir/$d.got" || { echo "$d: checksums differ"; exit 1; }

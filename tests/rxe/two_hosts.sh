@@ -49,7 +49,7 @@ check() { # $1 sent, $2 received
 }
 check server.sent client.got "server to client"
 check client.sent server.got "client to server"
-grep -q '^smc-nc: SMC-Rv1 ' "$out/server.err" && grep -q '^smc-nc: SMC-Rv1 ' "$out/client.err" ||
+grep -q '^smc-nc: SMC-Rv2 ' "$out/server.err" && grep -q '^smc-nc: SMC-Rv2 ' "$out/client.err" ||
     { echo "two-hosts: not SMC-R"; ok=0; }
 seen=$(grep -o 'links [0-9]*:' "$out/client.err" | tr -d ' :' | tr '\n' ' ')
 [[ $seen == *"links2 links1 links2"* ]] || { echo "two-hosts: the client's links went: $seen"; ok=0; }
