@@ -137,16 +137,15 @@ void InprocChannel::markDown(bool afterArrived) noexcept
 
 void InprocChannel::shutdown() noexcept
 {
-    MutexLocker lock(wire_->mutex);
-    if (!wire_->up)
-        return;
-    wire_->up = false;
-    for (InprocChannel* end : wire_->ends)
-        if (end != nullptr)
-            end->markDown();
+    takeDown(false);
 }
 
 void InprocChannel::close() noexcept
+{
+    takeDown(true);
+}
+
+void InprocChannel::takeDown(bool orderly) noexcept
 {
     MutexLocker lock(wire_->mutex);
     if (!wire_->up)
@@ -154,7 +153,7 @@ void InprocChannel::close() noexcept
     wire_->up = false;
     for (InprocChannel* end : wire_->ends)
         if (end != nullptr)
-            end->markDown(end != this);
+            end->markDown(orderly && end != this);
 }
 
 // Runs on the delivery queue: what is due, in order; a down first, once.

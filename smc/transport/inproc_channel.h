@@ -71,6 +71,8 @@ private:
     // arrived is delivered first, as completions already polled from a CQ are; a link that
     // fails (shutdown) loses what it queued.
     void markDown(bool afterArrived = false) noexcept;
+    // Both ends down; `orderly` (close): the peer gets what arrived first.
+    void takeDown(bool orderly) noexcept;
     void deliver();
 
     std::shared_ptr<Wire> wire_;

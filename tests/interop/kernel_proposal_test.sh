@@ -8,15 +8,7 @@
 # (run-in-guest.sh --kernel 6.12), and skips (77) elsewhere.
 set -euo pipefail
 build=$(cd "$1" && pwd)
-if [[ -z ${SMC_RXE_GUEST:-} ]] || ! modprobe -q smc || [[ ! -e /sys/class/infiniband/rxe0 ]]; then
-    echo "no kernel SMC or no rxe0 (run in the rxe guest with --kernel 6.12)"
-    exit 77
-fi
-# 6.1's rxe cannot carry the kernel's SMC-R (docs/kernel-interop-plan.md).
-if ! printf '6.12\n%s\n' "$(uname -r)" | sort -V -C; then
-    echo "Linux $(uname -r) is older than 6.12 (run-in-guest.sh --kernel 6.12)"
-    exit 77
-fi
+source "$(dirname "$0")/needs_kernel.sh"
 bash "$(dirname "$0")/setup.sh" "$build"
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT

@@ -16,15 +16,7 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 role=$2
 mib=$3
-if [[ -z ${SMC_RXE_GUEST:-} ]] || ! modprobe -q smc || [[ ! -e /sys/class/infiniband/rxe0 ]]; then
-    echo "no kernel SMC or no rxe0 (run in the rxe guest with --kernel 6.12)"
-    exit 77
-fi
-# 6.1's rxe cannot carry the kernel's SMC-R (docs/kernel-interop-plan.md).
-if ! printf '6.12\n%s\n' "$(uname -r)" | sort -V -C; then
-    echo "Linux $(uname -r) is older than 6.12 (run-in-guest.sh --kernel 6.12)"
-    exit 77
-fi
+source "$(dirname "$0")/needs_kernel.sh"
 bash "$(dirname "$0")/setup.sh" "$build"
 tool=$build/tests/smc-kernel-setup
 dir=$(mktemp -d)
