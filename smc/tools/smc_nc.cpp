@@ -30,7 +30,7 @@ int usage()
     std::fprintf(
         stderr,
         "usage: smc-nc [-v] [--smcd | --smcr DEVICE[,ALTERNATE...] [--v1] | --tcp] [--rmb BYTES] "
-        "[--json FILE] [--smcss] [--count N] [--no-tcp-option]\n"
+        "[--json FILE] [--smcss] [--count N] [--no-tcp-option] [--close-second]\n"
         "              HOST PORT | -l [HOST] PORT\n"
         "Copies stdin to the connection and the connection to stdout until both end\n"
         "(like nc -N). -v: the mode chosen on stderr; at the end, the connection smcss-style:\n"
@@ -39,7 +39,8 @@ int usage()
         "group's links change); --v1: offer SMC-Rv1 only (Linux takes only v2 on rxe).\n"
         "Without a mode flag, SMC-D, else TCP fallback. --count: N connections one after\n"
         "another on one stack (later ones join its link groups); stdin goes to the first.\n"
-        "--no-tcp-option: no SMC TCP option in our handshakes (Linux peers then fall back).\n");
+        "--no-tcp-option: no SMC TCP option in our handshakes (Linux peers then fall back).\n"
+        "--close-second: end our side only after the peer ended its own.\n");
     return 2;
 }
 
@@ -102,8 +103,9 @@ private:
 };
 
 // The copy loop: one poll over stdin, stdout-bound socket data and the socket's readiness.
-// `tick` (bytes in, bytes out) runs after each round, at least every 100 ms.
-int pump(Socket& s, const std::function<void(std::uint64_t, std::uint64_t)>& tick)
+// `tick` (bytes in, bytes out) runs after each round, at least every 100 ms. `closeSecond`:
+// our side ends only once the peer ended its own.
+int pump(Socket& s, bool closeSecond, const std::function<void(std::uint64_t, std::uint64_t)>& tick)
 {
     std::uint64_t in = 0, sent = 0;
     s.setNonBlocking(true);
@@ -144,7 +146,7 @@ int pump(Socket& s, const std::function<void(std::uint64_t, std::uint64_t)>& tic
             outAt += *n;
             sent += *n;
         }
-        if (inEof && outAt == out.size() && !shutDown) {
+        if (inEof && outAt == out.size() && !shutDown && (!closeSecond || netEof)) {
             (void)s.shutdown(Shutdown::Write);
             shutDown = true;
         }
@@ -177,7 +179,7 @@ int pump(Socket& s, const std::function<void(std::uint64_t, std::uint64_t)>& tic
 
 int main(int argc, char** argv)
 {
-    bool verbose = false, listen = false, smcss = false, offerV1Only = false;
+    bool verbose = false, listen = false, smcss = false, offerV1Only = false, closeSecond = false;
     std::size_t count = 1;
     SocketOptions options;
     StackConfig config;
@@ -195,6 +197,8 @@ int main(int argc, char** argv)
             options.mode = Mode::Tcp;
         else if (a == "--v1")
             offerV1Only = true;
+        else if (a == "--close-second")
+            closeSecond = true;
         else if (a == "--no-tcp-option")
             config.smcTcpOption = false;
         else if (a == "--rmb" && i + 1 < argc) {
@@ -273,7 +277,7 @@ int main(int argc, char** argv)
         }
         if (verbose)
             describe(*s, device);
-        rc = pump(*s, [&](std::uint64_t in, std::uint64_t out) {
+        rc = pump(*s, closeSecond, [&](std::uint64_t in, std::uint64_t out) {
             if (verbose)
                 report(in, out);
         });

@@ -21,10 +21,11 @@ constexpr int kSmcProtoIpv4 = 0; // SMCPROTO_SMC
 
 int usage()
 {
-    std::fprintf(stderr, "usage: kernel-smc-nc [-c N] [-l] HOST PORT\n"
+    std::fprintf(stderr, "usage: kernel-smc-nc [-c N] [--close-second] [-l] HOST PORT\n"
                          "Copies stdin to an AF_SMC connection and the connection to stdout\n"
                          "until both end; -l listens on HOST:PORT. -c: N connections one\n"
-                         "after another (default 1); stdin goes to the first.\n");
+                         "after another (default 1); stdin goes to the first.\n"
+                         "--close-second: end our side only after the peer ended its own.\n");
     return 2;
 }
 
@@ -48,8 +49,9 @@ bool writeAll(int fd, const char* p, std::size_t n)
     return true;
 }
 
-// Until both directions ended: stdin to the socket (then SHUT_WR), the socket to stdout.
-int pump(int s)
+// Until both directions ended: stdin to the socket (then SHUT_WR; with `closeSecond` only
+// once the peer ended its side), the socket to stdout.
+int pump(int s, bool closeSecond)
 {
     static char buf[256 * 1024];
     bool inEof = false, netEof = false;
@@ -65,16 +67,19 @@ int pump(int s)
                     return fail("send");
             } else {
                 inEof = true;
-                ::shutdown(s, SHUT_WR);
+                if (!closeSecond || netEof)
+                    ::shutdown(s, SHUT_WR);
             }
         }
         if (!netEof && fds[1].revents != 0) {
             const ssize_t n = ::read(s, buf, sizeof buf);
             if (n < 0 && errno != EINTR)
                 return fail("recv");
-            if (n == 0)
+            if (n == 0) {
                 netEof = true;
-            else if (n > 0 && !writeAll(STDOUT_FILENO, buf, static_cast<std::size_t>(n)))
+                if (closeSecond && inEof)
+                    ::shutdown(s, SHUT_WR);
+            } else if (n > 0 && !writeAll(STDOUT_FILENO, buf, static_cast<std::size_t>(n)))
                 return fail("stdout");
         }
     }
@@ -87,9 +92,14 @@ int main(int argc, char** argv)
 {
     int i = 1;
     long count = 1;
-    if (argc > i + 1 && std::string_view(argv[i]) == "-c") {
-        count = std::atol(argv[i + 1]);
-        i += 2;
+    bool closeSecond = false;
+    for (; argc > i; ++i) {
+        if (std::string_view(argv[i]) == "-c" && argc > i + 1)
+            count = std::atol(argv[++i]);
+        else if (std::string_view(argv[i]) == "--close-second")
+            closeSecond = true;
+        else
+            break;
     }
     const bool listen = argc > i && std::string_view(argv[i]) == "-l";
     i += listen ? 1 : 0;
@@ -120,7 +130,7 @@ int main(int argc, char** argv)
             return fail(listen ? "accept" : "socket(AF_SMC) (modprobe smc)");
         if (!listen && ::connect(s, sa, sizeof addr) < 0)
             return fail("connect");
-        const int rc = pump(s);
+        const int rc = pump(s, closeSecond);
         ::close(s);
         if (rc != 0)
             return rc;

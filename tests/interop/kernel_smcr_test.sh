@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The kernel's SMC-R and smc-core's over one rxe device (interop milestones 1 and 2), in the
+# The kernel's SMC-R and smc-core's over one rxe device (interop milestones 1 to 3), in the
 # role ROLE of the kernel: "client" (kernel-smc-nc connects to smc-nc -l) or "server"
 # (smc-nc connects to kernel-smc-nc -l). Two connections one after another: the first
 # streams MIB random MiB each way, the second, with nothing to send, must join the first's
-# link group. rxe0 has two GIDs, so the group takes a second link by the v2 ADD_LINK (the
-# kernel's end of it on its first GID: asymmetric). Passes when the bytes arrive intact, both
-# smc-nc connections say SMC-Rv2, smc-nc saw two links, the
-# kernel's SMC_DIAG shows its end as SMCR and ACTIVE and never as a fallback, its statistics
-# count two SMC-Rv2 handshakes in its role, it made one SMC-R link group for both, and that
-# group ends when smc-nc does. Usage: kernel_smcr_test.sh BUILD_DIR ROLE MIB.
-# It changes the kernel's SMC setup, so it runs only in the rxe guest (run-in-guest.sh
-# --kernel 6.12) and skips (77) elsewhere.
+# link group. The server closes first (the client ends its side only after the server's), so
+# each end closes first in one of the two roles. rxe0 has two GIDs, so the group takes a
+# second link by the v2 ADD_LINK (the kernel's end of it on its first GID: asymmetric).
+# Passes when the bytes arrive intact, both smc-nc connections say SMC-Rv2, smc-nc saw two
+# links, the kernel's SMC_DIAG shows its end as SMCR and ACTIVE and never as a fallback, its
+# statistics count two SMC-Rv2 handshakes in its role, it made one SMC-R link group for both,
+# and that group ends when smc-nc does. Usage: kernel_smcr_test.sh BUILD_DIR ROLE MIB. Only
+# in the rxe guest on 6.12 (needs_kernel.sh); it skips (77) elsewhere.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 role=$2
@@ -42,14 +42,15 @@ ours() {
 kernel() {
     timeout 300 "$build/tests/kernel-smc-nc" -c 2 "$@" < "$dir/kernel.in" > "$dir/kernel.out"
 }
+# The client closes second.
 if [[ $role == client ]]; then
     ours --count 2 -l $ip $port &
     for _ in $(seq 50); do grep -q listening "$dir/ours.err" 2>/dev/null && break; sleep 0.1; done
-    kernel $ip $port &
+    kernel --close-second $ip $port &
 else
     kernel -l $ip $port 2> "$dir/kernel.err" &
     for _ in $(seq 50); do grep -q listening "$dir/kernel.err" && break; sleep 0.1; done
-    ours --count 2 $ip $port &
+    ours --close-second --count 2 $ip $port &
 fi
 # The kernel's view of its sockets and link groups while they live.
 while [[ -n $(jobs -pr) ]]; do
