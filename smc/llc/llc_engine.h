@@ -235,10 +235,7 @@ private:
     bool saveAddLinkRkeys(unsigned via, unsigned newSlot,
                           const std::optional<llc::AddLinkV2Ext>& ext);
     // The longest message our links carry: an SMC-Rv2 group's ADD_LINK has its rkeys.
-    std::size_t maxMessage() const noexcept
-    {
-        return config_.version >= 2 ? kLongMessages : kShortMessages;
-    }
+    std::size_t maxMessage() const noexcept { return maxLinkMessage(config_.version); }
     std::optional<unsigned> activate(unsigned slot, GroupType newType);
     // flows/delete_link.cpp
     void failover(unsigned slot, bool tellPeer,

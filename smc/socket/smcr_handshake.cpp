@@ -112,7 +112,7 @@ GroupTerms groupTerms(const std::optional<V2Terms>& v2)
 // The longest LLC message of the group's links.
 std::size_t maxMessage(const std::optional<V2Terms>& v2)
 {
-    return v2 ? kLongMessages : kShortMessages;
+    return maxLinkMessage(v2 ? clc::kVersion2 : clc::kVersion1);
 }
 
 // Our half of ACCEPT or CONFIRM: the connection's link and RMB there.

@@ -11,7 +11,7 @@ namespace smc
 Result<void> startLocalPair(LinkGroup& server, LinkGroup& client, LinkProvider& provider)
 {
     // A v2 group's links carry its long ADD_LINKs.
-    const std::size_t maxMessage = server.llcVersion() >= 2 ? kLongMessages : kShortMessages;
+    const std::size_t maxMessage = maxLinkMessage(server.llcVersion());
     Result<NewLink> first = provider.create({}, maxMessage);
     if (!first)
         return first.error();

@@ -76,9 +76,8 @@ Result<void> InprocChannel::send(std::span<const std::byte> message)
     if (peer == nullptr)
         return std::make_error_code(std::errc::not_connected);
     if (bytes.size() > peer->maxMessage_) { // its receive fails: the link is down both ways
-        wire_->up = false;
-        for (InprocChannel* end : wire_->ends)
-            end->markDown();
+        lock.unlock();
+        shutdown();
         return {};
     }
     if (take(faults_.drop))

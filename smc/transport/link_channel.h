@@ -20,6 +20,11 @@ using Gid = std::array<std::uint8_t, 16>; // RoCE GID (llc::Gid is the same type
 // link (Linux SMC_WR_BUF_V2_SIZE: ADD_LINK with its rkeys).
 inline constexpr std::size_t kShortMessages = 44;
 inline constexpr std::size_t kLongMessages = 8192;
+// The longest message of a group's links, by the group's LLC version.
+constexpr std::size_t maxLinkMessage(std::uint8_t llcVersion) noexcept
+{
+    return llcVersion >= 2 ? kLongMessages : kShortMessages;
+}
 using Mac = std::array<std::uint8_t, 6>;
 
 // Where one end of a link is: what CLC and ADD_LINK carry.
