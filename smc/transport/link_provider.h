@@ -31,9 +31,10 @@ class LinkProvider
 public:
     virtual ~LinkProvider() = default;
     // Server: a new link; it is connected (LinkChannel::connect) once the
-    // client's address comes back. `avoid`: local GIDs (devices) the group
-    // already uses there: take another one if there is one (Linux's
-    // alternate device), else one of those. `maxMessage`: the longest message
+    // client's address comes back. `avoid`: local GIDs the group already
+    // uses there: take a device with none of them if there is one (Linux's
+    // alternate device), else another GID of a device in use (asymmetric),
+    // else one of those. `maxMessage`: the longest message
     // the link carries either way (kShortMessages, or kLongMessages in an
     // SMC-Rv2 group). Errors: the provider's own (device, QP or PD creation);
     // it may block while it sets the link up.

@@ -212,12 +212,14 @@ static_assert(kShortMessages == rdma::kMessageSize && kLongMessages == rdma::kV2
 
 Result<NewLink> RdmaLinkProvider::makeLink(std::span<const Gid> avoid, std::size_t maxMessage)
 {
-    // The first path on an active port not in `avoid`, else the first on one at all.
+    // As Linux picks an alternate device: the first active device none of whose paths the
+    // group uses (a port failure there leaves the other link up), else another path on a
+    // device it uses (asymmetric), else the first path of all.
     struct Path {
         Device* device = nullptr;
         int gidIndex = -1;
     };
-    Path pick, fallback;
+    Path pick, asymmetric, fallback;
     bool portDown = false;
     for (std::size_t i = 0; i < devices_.size() && pick.device == nullptr; ++i) {
         Device& d = *devices_[i];
@@ -235,18 +237,26 @@ Result<NewLink> RdmaLinkProvider::makeLink(std::span<const Gid> avoid, std::size
                 return all.error();
             indexes = std::move(*all);
         }
+        Path unused;
+        bool used = false;
         for (int index : indexes) {
             Result<rdma::Gid> gid = d.context.gid(config_.port, index);
             if (!gid)
                 continue;
             if (fallback.device == nullptr)
                 fallback = {&d, index};
-            if (std::find(avoid.begin(), avoid.end(), *gid) == avoid.end()) {
-                pick = {&d, index};
-                break;
-            }
+            if (std::find(avoid.begin(), avoid.end(), *gid) != avoid.end())
+                used = true;
+            else if (unused.device == nullptr)
+                unused = {&d, index};
         }
+        if (!used)
+            pick = unused;
+        else if (asymmetric.device == nullptr)
+            asymmetric = unused;
     }
+    if (pick.device == nullptr)
+        pick = asymmetric;
     if (pick.device == nullptr)
         pick = fallback;
     if (pick.device == nullptr)
