@@ -102,6 +102,8 @@ public:
 
     Result<void> send(const llc::Message& m) { return channel_->send(llc::encode(m)); }
     Result<void> sendBytes(std::span<const std::byte> bytes) { return channel_->send(bytes); }
+    // The link's path dies: both ends go down, as an RDMA port does.
+    void shutdown() { channel_->shutdown(); }
 
     // The next message the group sent (and its size on the wire); nullopt
     // when none came within `limit`.

@@ -125,6 +125,38 @@ TEST_F(TwoLinks, DeleteLinkNamingNoLinkIsAnsweredUnknown)
     EXPECT_EQ(p.group().activeLinks(), 2u);
 }
 
+// Linux's server, once it lost a link, sends DELETE_LINK for it and drops the client's own
+// request meanwhile. A client that lost the link only tells the server (as Linux's client
+// does) and answers the server's request at once. The finding, with the kernel: a client
+// that waited for an answer to its own request answered the server's, queued behind it,
+// only when that wait ran out. Here the loss and the server's request both wait while the
+// group's flows are held, so the request is in the queue before the client tells.
+TEST(HostilePeer, AClientThatLostALinkAnswersTheServersDeleteLinkAtOnce)
+{
+    Executor::Config one;
+    one.maxBlocking = 1;
+    Executor executor(one);
+    LinkGroupConfig config = test::hostileConfig(Role::Client, &executor);
+    config.timeouts.wait = 60s; // longer than the test waits for anything
+    RawPeer p(config);
+    ASSERT_TRUE(p.start(1));
+    ASSERT_NO_FATAL_FAILURE(test::serveAddLink(p, 2));
+    PeerEnd* via = p.end(0);
+    {
+        test::HeldFlows held(executor);
+        p.end(1)->shutdown();
+        ASSERT_TRUE(via->send({1, false, llc::DeleteLink{false, true, 2, {}}}));
+    }
+    std::optional<Message> told = via->nextOf(Type::DeleteLink, false, 10s);
+    ASSERT_TRUE(told) << "the client did not tell the server";
+    EXPECT_EQ(std::get<llc::DeleteLink>(told->body).linkId, 2);
+    std::optional<Message> answer = via->nextOf(Type::DeleteLink, true, 10s);
+    ASSERT_TRUE(answer) << "the client did not answer the server's DELETE_LINK";
+    EXPECT_EQ(std::get<llc::DeleteLink>(answer->body).linkId, 2);
+    EXPECT_EQ(p.group().activeLinks(), 1u);
+    EXPECT_FALSE(p.group().terminated());
+}
+
 // The new link's ADD_LINK_CONT and CONFIRM_LINK must name the link being
 // added; otherwise the flow fails at once (DELETE_LINK for the new link) and
 // the link is cleared.

@@ -35,7 +35,16 @@ void LlcEngine::failover(unsigned slot, bool tellPeer, llc::DeleteReason reason)
     host_.moveConnections(slot, *to);
     if (tellPeer) {
         llc::DeleteLink del{false, true, linkId, reason};
-        (void)exchange(*to, {1, false, del}, *to, Type::DeleteLink, true, config_.timeouts.wait);
+        // A client only tells (as Linux's does): the server answers with a DELETE_LINK
+        // request of its own, which the request queue answers. Were the client to wait
+        // here, that request could be queued behind this flow, and Linux's server drops
+        // the client's request while its own delete of the link runs: both would wait out
+        // their timeouts.
+        if (config_.role == Role::Client)
+            (void)send(*to, {1, false, del});
+        else
+            (void)exchange(*to, {1, false, del}, *to, Type::DeleteLink, true,
+                           config_.timeouts.wait);
     }
     clearLink(slot);
 }
