@@ -163,8 +163,8 @@ int usage()
     std::fprintf(stderr, "usage: smc-kernel-setup ueid add EID\n"
                          "       smc-kernel-setup pnet add PNETID eth NETDEV\n"
                          "       smc-kernel-setup pnet add PNETID ib DEVICE PORT\n"
-                         "       smc-kernel-setup lgr   (SMC-R link groups: id, connections)\n"
-                         "       smc-kernel-setup diag  (AF_SMC sockets: addresses, mode)\n"
+                         "       smc-kernel-setup lgr   (SMC-R link groups and their links)\n"
+                         "       smc-kernel-setup diag [cursors]  (AF_SMC sockets)\n"
                          "       smc-kernel-setup stats (SMC-R handshakes done, by role, version)\n"
                          "       smc-kernel-setup tcp-option CGROUP_DIR  (SMC's TCP option on\n"
                          "           the cgroup's SYNs and SYN-ACKs, by a BPF sock_ops program)\n"
@@ -173,8 +173,9 @@ int usage()
 }
 
 // SMC_DIAG: one line per AF_SMC socket, "SMCR|SMCD|FALLBACK state S local > peer", with the
-// fallback reason when there is one.
-int diag()
+// fallback reason when there is one; with `cursors`, an SMC-R connection's cursors too
+// (wrap:count of the producer and consumer cursors it got and sent, and of its send buffer).
+int diag(bool cursors)
 {
     Netlink nl(NETLINK_SOCK_DIAG);
     if (nl.fd < 0)
@@ -182,6 +183,8 @@ int diag()
     smc_diag_req req{};
     req.diag_family = 43; // AF_SMC
     req.diag_ext = 1 << (SMC_DIAG_FALLBACK - 1);
+    if (cursors)
+        req.diag_ext |= 1 << (SMC_DIAG_CONNINFO - 1);
     Request r = Request::raw(SOCK_DIAG_BY_FAMILY, NLM_F_DUMP, req);
     int n = 0;
     const int rc = nl.transact(r, [&](const nlmsghdr& h) {
@@ -206,6 +209,19 @@ int diag()
                             if (f.reason != 0)
                                 std::printf(" reason 0x%08x", f.reason);
                         }
+                        smc_diag_conninfo c{};
+                        if (a.nla_type == SMC_DIAG_CONNINFO && len >= int(sizeof c)) {
+                            std::memcpy(&c, v, sizeof c);
+                            const auto at = [](const smc_diag_cursor& x) {
+                                return std::to_string(x.wrap) + ":" + std::to_string(x.count);
+                            };
+                            std::printf(
+                                " rx prod %s cons %s tx prod %s cons %s"
+                                " flags %02x/%02x sndbuf prep %s sent %s fin %s",
+                                at(c.rx_prod).c_str(), at(c.rx_cons).c_str(), at(c.tx_prod).c_str(),
+                                at(c.tx_cons).c_str(), c.rx_conn_state_flags, c.tx_conn_state_flags,
+                                at(c.tx_prep).c_str(), at(c.tx_sent).c_str(), at(c.tx_fin).c_str());
+                        }
                     });
         std::printf("\n");
         ++n;
@@ -221,8 +237,8 @@ int diag()
 int main(int argc, char** argv)
 {
     const std::vector<std::string_view> a(argv + 1, argv + argc);
-    if (a.size() == 1 && a[0] == "diag")
-        return diag();
+    if ((a.size() == 1 || (a.size() == 2 && a[1] == "cursors")) && a[0] == "diag")
+        return diag(a.size() == 2);
     if (a.size() == 2 && a[0] == "tcp-option") {
         std::string log;
         const smc::Result<void> r = smc::net::attachSmcTcpOptionToCgroup(argv[2], log);
@@ -266,24 +282,44 @@ int main(int argc, char** argv)
         return rc < 0 && rc != -EEXIST ? fail("pnet add", rc) : 0;
     }
     if (a.size() == 1 && a[0] == "lgr") {
-        Request r(static_cast<std::uint16_t>(family), SMC_NETLINK_GET_LGR_SMCR, NLM_F_DUMP);
+        // The link dump sends each group, then each of its usable links.
+        Request r(static_cast<std::uint16_t>(family), SMC_NETLINK_GET_LINK_SMCR, NLM_F_DUMP);
         int groups = 0;
+        std::uint32_t group = 0;
         const int rc = nl.transact(r, [&](const nlmsghdr& h) {
             const char* p = static_cast<const char*>(NLMSG_DATA(&h)) + GENL_HDRLEN;
             forEachAttr(p, static_cast<int>(h.nlmsg_len - NLMSG_HDRLEN - GENL_HDRLEN),
                         [&](const nlattr& top, const char* v, int len) {
-                            if ((top.nla_type & NLA_TYPE_MASK) != SMC_GEN_LGR_SMCR)
-                                return;
-                            std::uint32_t id = 0, conns = 0;
-                            forEachAttr(v, len, [&](const nlattr& x, const char* xv, int) {
-                                const int t = x.nla_type & NLA_TYPE_MASK;
-                                if (t == SMC_NLA_LGR_R_ID)
-                                    std::memcpy(&id, xv, 4);
-                                else if (t == SMC_NLA_LGR_R_CONNS_NUM)
-                                    std::memcpy(&conns, xv, 4);
-                            });
-                            std::printf("lgr %08x conns %u\n", id, conns);
-                            ++groups;
+                            const int type = top.nla_type & NLA_TYPE_MASK;
+                            if (type == SMC_GEN_LGR_SMCR) {
+                                std::uint32_t conns = 0;
+                                forEachAttr(v, len, [&](const nlattr& x, const char* xv, int) {
+                                    const int t = x.nla_type & NLA_TYPE_MASK;
+                                    if (t == SMC_NLA_LGR_R_ID)
+                                        std::memcpy(&group, xv, 4);
+                                    else if (t == SMC_NLA_LGR_R_CONNS_NUM)
+                                        std::memcpy(&conns, xv, 4);
+                                });
+                                std::printf("lgr %08x conns %u\n", group, conns);
+                                ++groups;
+                            } else if (type == SMC_GEN_LINK_SMCR) {
+                                std::uint8_t id = 0;
+                                std::string dev, gid, peer;
+                                forEachAttr(v, len, [&](const nlattr& x, const char* xv, int xl) {
+                                    const int t = x.nla_type & NLA_TYPE_MASK;
+                                    const std::string text(xv, strnlen(xv, xl));
+                                    if (t == SMC_NLA_LINK_ID)
+                                        id = static_cast<std::uint8_t>(*xv);
+                                    else if (t == SMC_NLA_LINK_IB_DEV)
+                                        dev = text;
+                                    else if (t == SMC_NLA_LINK_GID)
+                                        gid = text;
+                                    else if (t == SMC_NLA_LINK_PEER_GID)
+                                        peer = text;
+                                });
+                                std::printf("link %08x %u %s %s > %s\n", group, id, dev.c_str(),
+                                            gid.c_str(), peer.c_str());
+                            }
                         });
         });
         if (rc < 0)
