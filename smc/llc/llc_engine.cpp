@@ -320,6 +320,7 @@ void LlcEngine::onDown(unsigned slot, std::uint64_t epoch)
     MutexLocker lock(mutex_);
     if (links_[slot].epoch != epoch)
         return;
+    ++stats_.linksDown;
     if (waiter_ && waiter_->slot == slot) {
         waiter_->linkDown = true;
         changed_.notify_all();

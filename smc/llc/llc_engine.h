@@ -46,6 +46,8 @@ struct LlcConfig {
 struct LlcStats {
     std::uint64_t messagesIn = 0, messagesOut = 0, malformed = 0, dropped = 0, delayed = 0;
     std::uint64_t failovers = 0;
+    // Links their channel reported down (a lost path, not a DELETE_LINK).
+    std::uint64_t linksDown = 0;
     // Link ids the peer may not use: 0, one in use, or not the one its flow
     // is about (the ADD_LINK is rejected, the CONFIRM_RKEY answered negative,
     // the flow fails).

@@ -146,6 +146,10 @@ TEST(HostilePeer, AClientThatLostALinkAnswersTheServersDeleteLinkAtOnce)
         test::HeldFlows held(executor);
         p.end(1)->shutdown();
         ASSERT_TRUE(via->send({1, false, llc::DeleteLink{false, true, 2, {}}}));
+        ASSERT_TRUE(test::eventually([&] {
+            const LlcStats s = p.group().stats();
+            return s.linksDown == 1 && s.requestsPending == 1;
+        })) << "the loss and the request did not both wait";
     }
     std::optional<Message> told = via->nextOf(Type::DeleteLink, false, 10s);
     ASSERT_TRUE(told) << "the client did not tell the server";
