@@ -145,27 +145,25 @@ sort -u -o "$dir/lgr.seen" "$dir/lgr.seen"
 made=$(comm -13 "$dir/lgr.before" "$dir/lgr.seen" | wc -l)
 [[ $made == 1 ]] || { echo "the kernel made $made link groups for two connections"; exit 1; }
 # smc-nc has ended, and its stack its groups (DELETE_LINK ALL): the kernel's goes too.
+group_gone() {
+    lgrs > "$dir/lgr.now"
+    [[ -z $(comm -13 "$dir/lgr.before" "$dir/lgr.now") ]]
+}
 for _ in $(seq 50); do
-    [[ -z $(comm -13 "$dir/lgr.before" <(lgrs)) ]] && break
+    group_gone && break
     sleep 0.1
 done
-[[ -z $(comm -13 "$dir/lgr.before" <(lgrs)) ]] ||
-    { echo "the kernel's link group outlived smc-nc by 5 s"; exit 1; }
-# What the kernel received from us: "TYPE FLAGS" (TYPE without its version nibble).
+group_gone || { echo "the kernel's link group outlived smc-nc by 5 s"; exit 1; }
+# What the kernel received from us, in order (its type byte carries the version on top).
 names=(- CONFIRM_LINK ADD_LINK ADD_LINK_CONT DELETE_LINK REQ_ADD_LINK CONFIRM_RKEY TEST_LINK
     CONFIRM_RKEY_CONT DELETE_RKEY)
-sed -n 's/.*llcrx:.* type=\(0x[0-9a-f]*\) flags=\(0x[0-9a-f]*\).*/\1 \2/p' "$llc" |
-    while read -r type flags; do echo $((type & 15)) $((flags)); done > "$dir/llc"
-summary= label= single=0 adds=0 all=0
+sed -n 's/.*llcrx:.* type=\(0x[0-9a-f]*\) flags=\(0x[0-9a-f]*\).*/\1 \2/p' "$llc" > "$dir/llc"
+summary= single=0 adds=0 all=0
 while read -r type flags; do
-    label=${names[type]:-?}
-    ((flags & 0x80)) && label+="(resp)"
-    ((type == 4 && flags & 0x40)) && label+="(all)"
-    summary+="$label "
-    ((type == 4 && flags & 0x40)) && all=1 || all=0 # the last one counts
-    ((type == 4 && !(flags & 0x40))) && single=$((single + 1))
-    ((type == 2)) && adds=$((adds + 1))
-    :
+    type=$((type & 15)) all=$((type == 4 && flags & 0x40 ? 1 : 0)) # the last one counts
+    summary+=${names[type]:-?}$( ((flags & 0x80)) && echo '(resp)' || true)
+    summary+="$( ((all)) && echo '(all)' || true) "
+    single=$((single + (type == 4 && !all))) adds=$((adds + (type == 2)))
 done < "$dir/llc"
 echo "kernel-llc ($role): $summary"
 ((single >= 1)) || { echo "the kernel got no DELETE_LINK of one link from us"; exit 1; }
