@@ -12,7 +12,7 @@ if [[ ! -e /sys/class/infiniband/rxe0 ]]; then
 fi
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
-# Nothing is stored: each side hashes what it sends and what it receives (256 MiB each way would
+# Nothing is stored: each side hashes what it sends and what it receives (a stream that size would
 # not fit the guest's tmpfs twice over).
 send() {
     mkfifo "$dir/$1.fifo"
