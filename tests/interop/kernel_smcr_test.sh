@@ -108,8 +108,9 @@ on_rxe1() {
         our_paths | grep -q " $rxe1>$rxe1"
 }
 off_rxe1() {
-    [[ -n $(kernel_links) && -n $(our_paths) ]] &&
-        ! kernel_links | grep -q '^rxe1 ' && ! our_paths | grep -q " $rxe1>"
+    local kernel ours
+    kernel=$(kernel_links) ours=$(our_paths)
+    [[ -n $kernel && -n $ours && $ours != *" $rxe1>"* ]] && ! grep -q '^rxe1 ' <<< "$kernel"
 }
 arrived() {
     (($(stat -c %s "$dir/ours.out") >= $1 && $(stat -c %s "$dir/kernel.out") >= $1))
@@ -158,16 +159,18 @@ group_gone || { echo "the kernel's link group outlived smc-nc by 5 s"; exit 1; }
 names=(- CONFIRM_LINK ADD_LINK ADD_LINK_CONT DELETE_LINK REQ_ADD_LINK CONFIRM_RKEY TEST_LINK
     CONFIRM_RKEY_CONT DELETE_RKEY)
 sed -n 's/.*llcrx:.* type=\(0x[0-9a-f]*\) flags=\(0x[0-9a-f]*\).*/\1 \2/p' "$llc" > "$dir/llc"
-summary= single=0 adds=0 all=0
+# DELETE_LINK ALL need not be the last: an answer on another link (the kernel's DELETE_RKEY
+# as its socket goes) can overtake it.
+summary= single=0 adds=0 alls=0
 while read -r type flags; do
-    type=$((type & 15)) all=$((type == 4 && flags & 0x40 ? 1 : 0)) # the last one counts
+    type=$((type & 15)) all=$((type == 4 && flags & 0x40 ? 1 : 0))
     summary+=${names[type]:-?}$( ((flags & 0x80)) && echo '(resp)' || true)
     summary+="$( ((all)) && echo '(all)' || true) "
-    single=$((single + (type == 4 && !all))) adds=$((adds + (type == 2)))
+    single=$((single + (type == 4 && !all))) adds=$((adds + (type == 2))) alls=$((alls + all))
 done < "$dir/llc"
 echo "kernel-llc ($role): $summary"
 ((single >= 1)) || { echo "the kernel got no DELETE_LINK of one link from us"; exit 1; }
 ((adds >= 2)) || { echo "the kernel got $adds ADD_LINKs from us, not two or more"; exit 1; }
-((all)) || { echo "the kernel's last LLC message from us was no DELETE_LINK ALL"; exit 1; }
+((alls == 1)) || { echo "the kernel got $alls DELETE_LINK ALLs from us, not one"; exit 1; }
 echo "kernel-smcr ($role): $(uname -r), $mib MiB each way, the link on rxe1 lost and back," \
     "a second connection in the same link group, SMC-R by SMC_DIAG"
