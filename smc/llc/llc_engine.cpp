@@ -14,6 +14,9 @@ namespace smc
 using llc::Message;
 using llc::Type;
 
+// The transport's message limits are the codec's.
+static_assert(maxLinkMessage(1) == llc::kMessageSize && maxLinkMessage(2) == llc::kMaxV2Size);
+
 namespace
 {
 std::error_code gone()

@@ -123,6 +123,14 @@ inline void answerAddLink(RawPeer& p, const llc::AddLink& req)
         added->send({1, true, llc::ConfirmLink{a.mac, a.gid, a.qpn, req.linkId, {}, 2, 255}}));
 }
 
+// An executor with one blocking thread: HeldFlows can hold every flow of its groups back.
+inline Executor::Config oneBlockingThread()
+{
+    Executor::Config c;
+    c.maxBlocking = 1;
+    return c;
+}
+
 // Occupies a blocking thread of `executor` until release() (or the end of
 // this object): on an executor with one blocking thread, no LLC flow or event
 // of its groups runs meanwhile, so what a peer sends piles up as it would

@@ -20,14 +20,6 @@ using test::RawPeer;
 
 constexpr std::uint64_t kFlood = 10000;
 
-// One blocking thread: test::HeldFlows can hold every flow of the group back.
-Executor::Config oneBlockingThread()
-{
-    Executor::Config c;
-    c.maxBlocking = 1;
-    return c;
-}
-
 llc::TestLink testLink(std::uint64_t i)
 {
     llc::TestLink t;
@@ -80,7 +72,7 @@ TEST(HostileFlood, TestLinkFloodSharesOneEcho)
 // to cost a queue pair, a bulk registration and a timeout.
 TEST(HostileFlood, AddLinkFloodCollapsesIntoOneFlow)
 {
-    Executor executor(oneBlockingThread());
+    Executor executor(test::oneBlockingThread());
     RawPeer p(test::hostileConfig(Role::Client, &executor));
     ASSERT_TRUE(p.start(1));
     PeerEnd* via = p.end();
@@ -112,7 +104,7 @@ TEST(HostileFlood, AddLinkFloodCollapsesIntoOneFlow)
 // runs as usual.
 TEST(HostileFlood, DeleteLinkFloodStaysWithinTheBound)
 {
-    Executor executor(oneBlockingThread());
+    Executor executor(test::oneBlockingThread());
     RawPeer p(test::hostileConfig(Role::Client, &executor));
     ASSERT_TRUE(p.start(1));
     PeerEnd* via = p.end();
@@ -142,7 +134,7 @@ TEST(HostileFlood, DeleteLinkFloodStaysWithinTheBound)
 // which finds no device and declines. Then a legitimate addLink() runs.
 TEST(HostileFlood, ReqAddLinkFloodAtAServerCollapsesIntoOneFlow)
 {
-    Executor executor(oneBlockingThread());
+    Executor executor(test::oneBlockingThread());
     RawPeer p(test::hostileConfig(Role::Server, &executor));
     Result<void> started = p.start();
     ASSERT_TRUE(started) << started.error().message();

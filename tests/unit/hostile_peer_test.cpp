@@ -133,9 +133,7 @@ TEST_F(TwoLinks, DeleteLinkNamingNoLinkIsAnsweredUnknown)
 // group's flows are held, so the request is in the queue before the client tells.
 TEST(HostilePeer, AClientThatLostALinkAnswersTheServersDeleteLinkAtOnce)
 {
-    Executor::Config one;
-    one.maxBlocking = 1;
-    Executor executor(one);
+    Executor executor(test::oneBlockingThread());
     LinkGroupConfig config = test::hostileConfig(Role::Client, &executor);
     config.timeouts.wait = 60s; // longer than the test waits for anything
     RawPeer p(config);
