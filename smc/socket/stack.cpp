@@ -8,6 +8,7 @@
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/internal/socket_impl.h"
+#include "smc/socket/internal/stack_smcr.h"
 #include "smc/transport/rc_channel.h"
 
 namespace smc
@@ -186,6 +187,15 @@ std::vector<ConnectionInfo> SmcStack::connections() const
     for (const auto& s : live)
         if (s->connected())
             out.push_back(s->info());
+    return out;
+}
+
+std::vector<LinkInfo> SmcStack::smcrLinks() const
+{
+    std::vector<LinkInfo> out;
+    if (smcr_)
+        for (const auto& g : smcr_->groups->groups())
+            std::ranges::copy(g->links(), std::back_inserter(out));
     return out;
 }
 

@@ -16,7 +16,7 @@
 #include "base/mutex.h"
 #include "base/result.h"
 #include "pool/buffer_pool.h"
-#include "rdma/rc_link.h"
+#include "rdma/link_config.h"
 #include "smc/clc/clc_messages.h"
 #include "smc/core/link_group_manager.h"
 #include "smc/socket/tcp_option.h"
@@ -192,6 +192,9 @@ public:
     PoolStats poolStats() const;
     // Every connection of the process made with this stack that is not closed yet.
     std::vector<ConnectionInfo> connections() const;
+    // The links of every SMC-R link group of the stack (none without an SMC-R device), as
+    // `smcr linkgroup` lists them. Does not block beyond each group's lock.
+    std::vector<LinkInfo> smcrLinks() const;
 
     // For the socket layer.
     Executor& executor() noexcept { return executor_; }
@@ -202,19 +205,8 @@ public:
     const clc::Eid& ueid() const noexcept { return ueid_; }
     void countSmcd(bool server) noexcept;
     void countSmcr(bool server) noexcept;
-    // SMC-R, when configured (else null / unset).
-    struct Smcr {
-        LinkProvider* provider = nullptr;
-        Gid gid{};
-        Mac mac{};
-        SystemId systemId{};
-        bool offerV2 = false; // SmcrConfig's
-        std::unique_ptr<LinkGroupManager> groups;
-        // Linux's smc_client_lgr_pending / smc_server_lgr_pending: one SMC-R handshake at a
-        // time per role, so two first contacts never make two groups with one peer.
-        Mutex clientPending;
-        Mutex serverPending;
-    };
+    // SMC-R, when configured (else null): smc/socket/internal/stack_smcr.h.
+    struct Smcr;
     Smcr* smcr() noexcept { return smcr_.get(); }
     // SMC's TCP option for our sockets' handshakes, or null (tcpOptionError() says why:
     // function_not_supported when not asked for, or without an SMC-R device; else

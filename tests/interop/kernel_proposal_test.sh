@@ -9,6 +9,7 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 source "$(dirname "$0")/needs_kernel.sh"
+source "$(dirname "$0")/listening.sh" # tests/lib/, copied beside this script
 bash "$(dirname "$0")/setup.sh" "$build"
 dir=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -18,9 +19,10 @@ head -c $((1 << 20)) /dev/urandom > "$dir/data"
 serve_once() {
     local port=$1
     shift
+    rm -f "$dir/server.err" # the previous server's would do for the wait below
     "$build/smc/tools/smc-nc" -v --smcr rxe0 "$@" -l 192.0.2.1 "$port" \
         < "$dir/data" > "$dir/server.got" 2> "$dir/server.err" &
-    for _ in $(seq 50); do grep -q listening "$dir/server.err" && break; sleep 0.1; done
+    await_listening "$dir/server.err" > /dev/null
     timeout 30 "$build/tests/kernel-smc-nc" 192.0.2.1 "$port" < "$dir/data" > "$dir/client.got"
     wait
     cmp -s "$dir/data" "$dir/server.got" && cmp -s "$dir/data" "$dir/client.got" ||

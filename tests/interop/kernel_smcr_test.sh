@@ -21,6 +21,7 @@ build=$(cd "$1" && pwd)
 role=$2
 mib=$3
 source "$(dirname "$0")/needs_kernel.sh"
+source "$(dirname "$0")/listening.sh" # tests/lib/, copied beside this script
 bash "$(dirname "$0")/setup.sh" "$build"
 tool=$build/tests/smc-kernel-setup
 dir=$(mktemp -d)
@@ -64,13 +65,13 @@ kernel() {
 if [[ $role == client ]]; then
     ours --count 2 -l $ip $port &
     ours_job=$!
-    for _ in $(seq 50); do grep -q listening "$dir/ours.err" 2>/dev/null && break; sleep 0.1; done
+    await_listening "$dir/ours.err" > /dev/null
     kernel --close-second $ip $port &
     kernel_job=$!
 else
     kernel -l $ip $port &
     kernel_job=$!
-    for _ in $(seq 50); do grep -q listening "$dir/kernel.err" && break; sleep 0.1; done
+    await_listening "$dir/kernel.err"
     ours --close-second --count 2 $ip $port &
     ours_job=$!
 fi

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "rdma/verbs.h"
+#include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/socket.h"
 #include "tests/libtest/rdma_device.h"
 #include "tests/libtest/socket_stream.h"

@@ -4,6 +4,7 @@
 # ends say SMC-R, and each direction's SHA-256 matches. Usage: smcr_nc_test.sh SMC_NC SIZE_MIB
 # [RMB_BYTES]. Skips (77) without rxe0, unless in the rxe guest, where rxe0 must be there.
 set -euo pipefail
+source "$(dirname "$0")/listening.sh" # tests/lib/, copied beside this script
 nc=$1 size=$2 rmb=${3:-65536}
 if [[ ! -e /sys/class/infiniband/rxe0 ]]; then
     [[ -n ${SMC_RXE_GUEST:-} ]] && { echo "no rxe0 in the rxe guest"; exit 1; }
@@ -23,9 +24,7 @@ send() {
 # dummy0's address: the route and the CLC prefix are rxe0's (the guest's setup).
 send down | "$nc" -v --smcr rxe0 --rmb "$rmb" -l 192.0.2.1 0 --json "$dir/server.json" \
     2> "$dir/server.err" | sha256sum > "$dir/up.got" &
-for _ in $(seq 100); do grep -q listening "$dir/server.err" && break; sleep 0.1; done
-port=$(sed -n 's/.*listening on port //p' "$dir/server.err")
-[[ -n $port ]] || { cat "$dir/server.err"; exit 1; }
+port=$(await_listening "$dir/server.err")
 send up | "$nc" -v --smcr rxe0 --rmb "$rmb" 192.0.2.1 "$port" 2> "$dir/client.err" |
     sha256sum > "$dir/down.got"
 wait

@@ -23,7 +23,7 @@ rm -rf "$out"
 mkdir -p "$out"
 base=$((20000 + RANDOM % 20000)) # the guests' UDP ports on the host: base+10..base+21
 # The guests see the build directory, not necessarily the sources (the guest's /tmp is its own).
-cp "$here/two_hosts_guest.sh" "$out/"
+cp "$here/two_hosts_guest.sh" "$here/../lib/listening.sh" "$out/"
 
 for host in 1 2; do
     role=server

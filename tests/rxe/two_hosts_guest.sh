@@ -5,6 +5,7 @@
 # again once the connection moved, and waits until the group has two links again.
 # Usage: two_hosts_guest.sh server|client OUT_DIR MIB PULL_NIC
 set -euo pipefail
+source "$(dirname "$0")/listening.sh" # tests/lib/, copied beside this script
 role=$1 out=$2 mib=$3 pull=$4
 nc=$PWD/smc/tools/smc-nc port=7000
 say() { echo "$role: $(date +%T.%N | cut -c1-12) $*"; }
@@ -26,7 +27,7 @@ send() {
 if [[ $role == server ]]; then
     send | "$nc" -v --smcr rxe0,rxe1 --json "$out/server.json" -l 10.1.0.1 "$port" \
         2> "$out/server.err" | sha256sum > "$out/server.got" &
-    for _ in $(seq 100); do grep -q listening "$out/server.err" && break; sleep 0.1; done
+    await_listening "$out/server.err" 30 > /dev/null
     touch "$out/listening"
     wait
     say "done"

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "smc/socket/clc_io.h"
+#include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/socket.h"
 #include "tests/libtest/clc_golden.h"
 #include "tests/libtest/smcr_stacks.h"

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "smc/socket/clc_io.h"
+#include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/socket.h"
 #include "tests/libtest/smcr_stacks.h"
 

@@ -7,6 +7,7 @@
 
 #include "smc/clc/clc_negotiate.h"
 #include "smc/socket/handshake.h"
+#include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/tcp.h"
 
 namespace smc::net
