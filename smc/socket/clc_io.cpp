@@ -14,28 +14,66 @@ namespace smc::net
 namespace
 {
 
-// Peeks until `want` bytes are there (or fewer if the peer closed: then connection_reset).
+// SO_RCVLOWAT: how many queued bytes make the socket readable (the default is 1).
+void setLowWater(int fd, std::size_t bytes) noexcept
+{
+    const int n = static_cast<int>(bytes);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &n, sizeof n);
+}
+
+// Whether the peer shut down writing (its FIN is queued behind any bytes), without waiting.
+bool peerShutDown(int fd) noexcept
+{
+    pollfd p{fd, POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+}
+
+// Raises the socket's SO_RCVLOWAT while a peek waits for a whole header, so that poll
+// wakes when all of it is there, not at once for the part already queued; puts it back to
+// the default (1) after, for whoever polls the socket next.
+class LowWater
+{
+public:
+    explicit LowWater(int fd) noexcept : fd_(fd) {}
+    ~LowWater()
+    {
+        if (raised_)
+            setLowWater(fd_, 1);
+    }
+    LowWater(const LowWater&) = delete;
+    LowWater& operator=(const LowWater&) = delete;
+    void raise(std::size_t bytes) noexcept
+    {
+        setLowWater(fd_, bytes);
+        raised_ = true;
+    }
+
+private:
+    int fd_;
+    bool raised_ = false;
+};
+
+// Peeks until `want` bytes are there. A peer that sent part of them and then nothing waits
+// out the deadline asleep (SO_RCVLOWAT); one that sent part and closed is seen at once, as
+// connection_reset (a peek sees queued bytes, not the FIN behind them: POLLRDHUP does).
 Result<std::size_t> peek(int fd, std::span<std::byte> into, Deadline deadline)
 {
+    LowWater lowWater(fd);
+    bool peerDone = false; // the peer shut down writing: what is queued is all there is
     for (;;) {
         const ssize_t n = ::recv(fd, into.data(), into.size(), MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0)
-            return std::make_error_code(std::errc::connection_reset);
         if (n > 0 && static_cast<std::size_t>(n) == into.size())
             return static_cast<std::size_t>(n);
+        if (n == 0 || (n > 0 && peerDone))
+            return std::make_error_code(std::errc::connection_reset);
         if (n < 0 && errno != EAGAIN && errno != EINTR)
             return lastError();
-        if (n > 0) {
-            // Some bytes, not all: wait for more without spinning on the same ones.
-            Result<short> r = waitFor(
-                fd, POLLIN, std::min(deadline, Clock::now() + std::chrono::milliseconds(1)));
-            if (!r && Clock::now() >= deadline)
-                return r.error();
-            continue;
-        }
-        Result<short> r = waitFor(fd, POLLIN, deadline);
+        if (n > 0)
+            lowWater.raise(into.size());
+        Result<short> r = waitFor(fd, POLLIN | POLLRDHUP, deadline);
         if (!r)
             return r.error();
+        peerDone = (*r & (POLLRDHUP | POLLHUP)) != 0;
     }
 }
 
@@ -95,10 +133,22 @@ Result<bool> skipClc(int fd, std::size_t& left)
         if (n == 0)
             return true; // the end: recv reports it
         Result<std::size_t> size = clc::messageSize(std::span(head).first(std::size_t(n)));
-        if (!size && std::size_t(n) < head.size())
-            return true; // not CLC: the application's bytes
-        if (std::size_t(n) < head.size())
+        const bool partial = std::size_t(n) < head.size();
+        const bool ended = partial && size && peerShutDown(fd);
+        if (partial && size && !ended) {
+            // Readable (our poll, and the application's on this socket) once the whole
+            // header is there, or the end: not at once for the part that is.
+            setLowWater(fd, head.size());
             return false;
+        }
+        setLowWater(fd, 1);
+        if (!size && partial)
+            return true; // not CLC: the application's bytes
+        if (ended) {
+            // Part of a header, then the end: none of it is the application's.
+            (void)!::recv(fd, head.data(), std::size_t(n), MSG_DONTWAIT);
+            return true;
+        }
         left = size ? *size : claimedSize(head); // malformed: as readClc takes it
     }
     std::array<std::byte, 512> junk;

@@ -15,16 +15,19 @@ namespace smc::net
 Result<bool> startsWithClc(int fd, Deadline deadline);
 
 // Reads exactly one CLC message (of whatever type: the caller checks it is the expected
-// one or a DECLINE), so the stream stays aligned for a fallback to TCP after it. Errors:
-// timed_out, connection_reset (EOF), ClcErrc (not CLC, or malformed: then as many bytes as
+// one or a DECLINE), so the stream stays aligned for a fallback to TCP after it. A peer
+// that stops or closes partway is waited for asleep, up to the deadline, or seen at once.
+// Errors: timed_out, connection_reset (EOF, also after part of a message), ClcErrc (not CLC, or malformed: then as many bytes as
 // its length field says, at least the header, are consumed), recv's errno. Blocks up to the
 // deadline.
 Result<clc::Message> readClc(int fd, Deadline deadline);
 
 // Discards the peer's first CLC message when it was declined unread (a listener past its
 // handshake limit), a step at a time on a non-blocking socket: true once it is gone (or the
-// stream ended, or does not start with CLC: then nothing is consumed, the bytes are the
-// application's), false while more of it has to come. `left`: the bytes of it still to go,
+// stream ended, taking any part of a header with it, or does not start with CLC: then
+// nothing is consumed, the bytes are the application's), false while more of it has to
+// come. While part of a header is queued the socket polls readable only once the rest or
+// the end arrives (SO_RCVLOWAT), so nobody spins on it. `left`: the bytes of it still to go,
 // kClcSizeUnknown before its header is complete. Errors: recv's errno. Never blocks.
 inline constexpr std::size_t kClcSizeUnknown = static_cast<std::size_t>(-1);
 Result<bool> skipClc(int fd, std::size_t& left);

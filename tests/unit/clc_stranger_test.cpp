@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+// A stranger speaking CLC over TCP: part of a header, then silence or the end. Every wait ends
+// by its deadline or at the peer's FIN, asleep: no thread spins on the bytes already queued.
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <thread>
+
+#include "smc/socket/socket.h"
+#include "smc/socket/tcp.h"
+#include "tests/libtest/link_groups.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+using test::eventually;
+
+// The first bytes of a CLC message: the eyecatcher, then the type (PROPOSAL).
+constexpr std::array<std::byte, 5> kHead = {std::byte{0xe2}, std::byte{0xd4}, std::byte{0xc3},
+                                            std::byte{0xd9}, std::byte{0x01}};
+
+std::unique_ptr<SmcStack> makeStack()
+{
+    return std::move(SmcStack::create()).value();
+}
+
+// CPU time this process used (every thread), to tell sleeping from spinning.
+std::chrono::microseconds processCpu()
+{
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return std::chrono::seconds(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           std::chrono::microseconds(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// f() on a thread of its own. A call that does not return in `limit` cannot be unwound: the
+// test says so and ends the process.
+template <typename F> auto within(std::chrono::seconds limit, F f) -> decltype(f())
+{
+    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
+    auto result = task->get_future();
+    std::thread([task] { (*task)(); }).detach();
+    if (result.wait_for(limit) != std::future_status::ready) {
+        std::fprintf(stderr, "FAILED: the call did not return within %lld s\n",
+                     static_cast<long long>(limit.count()));
+        std::abort();
+    }
+    return result.get();
+}
+
+void sendRaw(int fd, std::span<const std::byte> bytes)
+{
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+}
+
+// A TCP server that answers a connection with `head` and then, if `fin`, shuts down writing.
+// Holds the connection open until destroyed.
+class PartialServer
+{
+public:
+    PartialServer(std::span<const std::byte> head, bool fin)
+    {
+        auto at = net::resolve("127.0.0.1", 0, true).value();
+        listener_ = std::move(net::listenTcp(at, 4)).value();
+        port_ = net::localAddress(listener_.get()).value().port();
+        thread_ = std::thread([this, head, fin] {
+            if (net::waitFor(listener_.get(), POLLIN, net::deadlineAfter(10s))) {
+                conn_ = UniqueFd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+                (void)!::send(conn_.get(), head.data(), head.size(), MSG_NOSIGNAL);
+                if (fin)
+                    ::shutdown(conn_.get(), SHUT_WR);
+            }
+        });
+    }
+    ~PartialServer() { thread_.join(); }
+    std::uint16_t port() const noexcept { return port_; }
+
+private:
+    UniqueFd listener_, conn_;
+    std::uint16_t port_ = 0;
+    std::thread thread_;
+};
+
+UniqueFd connectRaw(std::uint16_t port)
+{
+    auto to = net::resolve("127.0.0.1", port, false).value();
+    return std::move(net::connectTcp(to, net::deadlineAfter(5s))).value();
+}
+
+TEST(ClcStranger, ClientWaitsOutAPartialAcceptAsleep)
+{
+    auto stack = makeStack();
+    PartialServer server{std::span(kHead).first(3), false};
+    SocketOptions o;
+    o.clcTimeout = 400ms;
+    const auto cpu = processCpu();
+    Result<Socket> c =
+        within(20s, [&] { return Socket::connect(*stack, "127.0.0.1", server.port(), o); });
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error(), std::errc::timed_out);
+    // Spinning would cost the whole 400 ms.
+    EXPECT_LT(processCpu() - cpu, 200ms);
+}
+
+TEST(ClcStranger, ClientSeesTheEndAfterAPartialAccept)
+{
+    auto stack = makeStack();
+    for (std::size_t bytes : {3, 7}) {
+        std::array<std::byte, 7> head{};
+        std::copy(kHead.begin(), kHead.end(), head.begin()); // then a zero length
+        PartialServer server{std::span(head).first(bytes), true};
+        SocketOptions o;
+        o.clcTimeout = 60s; // the end, not the timeout, must end the wait
+        Result<Socket> c =
+            within(20s, [&] { return Socket::connect(*stack, "127.0.0.1", server.port(), o); });
+        ASSERT_FALSE(c) << bytes;
+        EXPECT_EQ(c.error(), std::errc::connection_reset) << bytes;
+    }
+}
+
+TEST(ClcStranger, ServerHandshakeSeesTheEndAfterAPartialProposal)
+{
+    auto stack = makeStack();
+    SocketOptions o;
+    o.clcTimeout = 60s;
+    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
+    for (std::size_t bytes : {3, 6}) {
+        const std::uint64_t before = stack->stats().handshakeErrors;
+        UniqueFd raw = connectRaw(l.port());
+        sendRaw(raw.get(), std::span(kHead).first(std::min(bytes, kHead.size())));
+        if (bytes > kHead.size())
+            sendRaw(raw.get(), std::array<std::byte, 1>{});
+        ::shutdown(raw.get(), SHUT_WR);
+        EXPECT_TRUE(eventually([&] { return stack->stats().handshakeErrors > before; }, 20s))
+            << bytes;
+    }
+}
+
+TEST(ClcStranger, ServerHandshakeWaitsOutAPartialProposalAsleep)
+{
+    auto stack = makeStack();
+    SocketOptions o;
+    o.clcTimeout = 600ms;
+    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
+    // One in the eyecatcher (deciding whether it is CLC), one in the header after it.
+    UniqueFd inEyecatcher = connectRaw(l.port());
+    sendRaw(inEyecatcher.get(), std::span(kHead).first(3));
+    UniqueFd inHeader = connectRaw(l.port());
+    sendRaw(inHeader.get(), kHead);
+    const auto cpu = processCpu();
+    std::this_thread::sleep_for(400ms);
+    // Two threads spinning would cost 800 ms.
+    EXPECT_LT(processCpu() - cpu, 200ms);
+    // Both end at the deadline: too little to tell CLC is TCP (its bytes the application's),
+    // part of a header a hard error.
+    EXPECT_TRUE(eventually(
+        [&] {
+            const StackStats s = stack->stats();
+            return s.handshakeErrors == 1 &&
+                   s.serverFallbacks.contains(clc::DeclineCode::PeerNoSmc);
+        },
+        20s));
+}
+
+// Past the handshake limit a connection goes to TCP at once and its first receive skips the
+// PROPOSAL: part of a header makes neither recv nor the application's poll spin.
+TEST(ClcStranger, ALimitedConnectionSleepsThroughAPartialProposal)
+{
+    auto stack = makeStack();
+    SocketOptions o;
+    o.handshakeLimit = 1;
+    o.clcTimeout = 60s;
+    o.recvTimeout = 400ms;
+    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
+    UniqueFd holder = connectRaw(l.port()); // silent: holds the one handshake
+    UniqueFd raw = connectRaw(l.port());
+    Socket s = std::move(l.accept(20s)).value();
+    ASSERT_EQ(s.transport(), Transport::Tcp);
+    sendRaw(raw.get(), std::span(kHead).first(3));
+    std::array<std::byte, 16> buf{};
+    const auto cpu = processCpu();
+    Result<std::size_t> n = within(20s, [&] { return s.recv(buf); });
+    ASSERT_FALSE(n);
+    EXPECT_EQ(n.error(), std::errc::timed_out);
+    pollfd p{s.fd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 200), 0) << "readable with no application bytes";
+    EXPECT_LT(processCpu() - cpu, 300ms);
+    // The end after part of a header: the end of the stream, nothing of the header seen.
+    ::shutdown(raw.get(), SHUT_WR);
+    n = within(20s, [&] { return s.recv(buf); });
+    ASSERT_TRUE(n) << n.error().message();
+    EXPECT_EQ(*n, 0u);
+}
+
+} // namespace
+} // namespace smc
