@@ -17,9 +17,9 @@ Result<bool> startsWithClc(int fd, Deadline deadline);
 // Reads exactly one CLC message (of whatever type: the caller checks it is the expected
 // one or a DECLINE), so the stream stays aligned for a fallback to TCP after it. A peer
 // that stops or closes partway is waited for asleep, up to the deadline, or seen at once.
-// Errors: timed_out, connection_reset (EOF, also after part of a message), ClcErrc (not CLC, or malformed: then as many bytes as
-// its length field says, at least the header, are consumed), recv's errno. Blocks up to the
-// deadline.
+// Errors: timed_out, connection_reset (EOF, also after part of a message), ClcErrc (not CLC, or
+// malformed: then as many bytes as its length field says, at least the header, are consumed),
+// recv's errno. Blocks up to the deadline.
 Result<clc::Message> readClc(int fd, Deadline deadline);
 
 // Discards the peer's first CLC message when it was declined unread (a listener past its
