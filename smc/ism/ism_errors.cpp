@@ -28,8 +28,8 @@ const char* ismMessage(IsmErrc e) noexcept
         return "missing or malformed attach reply from the DMB's owner";
     case IsmErrc::BadSharedMemory:
         return "the DMB's owner sent no sealed memfd of the announced size";
-    case IsmErrc::BadEventFd:
-        return "the DMB's owner sent a signal fd that is not an eventfd";
+    case IsmErrc::BadDoorbell:
+        return "the DMB's owner sent a doorbell that is not a Unix datagram socket";
     }
     return nullptr;
 }

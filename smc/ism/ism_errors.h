@@ -17,7 +17,7 @@ enum class IsmErrc {
     OwnerMismatch,   // the GID's socket is not served by that GID's process of our user
     BadReply,        // the owner's reply is missing or malformed (size, magic, token, fds)
     BadSharedMemory, // the DMB fd is not a memfd sealed against shrink/grow of the announced size
-    BadEventFd,      // the signal fd the owner sent is not an eventfd
+    BadDoorbell,     // the signal fd the owner sent is not a Unix datagram socket
 };
 
 // DmbLimitReached is equivalent to std::errc::no_space_on_device, which makes

@@ -2,30 +2,14 @@
 // ShmIsm's DMB table: register, unregister, in-process attach and move_data, grants, revoke.
 #include "smc/ism/shm_ism.h"
 
-#include <cerrno>
 #include <cstring>
 
-#include <sys/eventfd.h>
 #include <unistd.h>
+
+#include "smc/ism/doorbell.h"
 
 namespace smc
 {
-
-namespace
-{
-std::error_code lastError() noexcept
-{
-    return {errno, std::generic_category()};
-}
-
-Result<UniqueFd> makeEventFd() noexcept
-{
-    UniqueFd fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!fd)
-        return lastError();
-    return fd;
-}
-} // namespace
 
 ShmIsm::ShmIsm(Executor& executor, IsmGid gid, UniqueFd listener)
     : executor_(executor), gid_(gid), random_(std::random_device{}()),
@@ -77,9 +61,9 @@ Result<DmbInfo> ShmIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size
 {
     if (!memory || size == 0 || !allocator_.owns(memory.get(), size))
         return std::make_error_code(std::errc::invalid_argument);
-    Result<UniqueFd> eventFd = makeEventFd();
-    if (!eventFd)
-        return eventFd.error();
+    Result<doorbell::Pair> bell = doorbell::make();
+    if (!bell)
+        return bell.error();
     MutexLocker lock(mutex_);
     if (freeIndexes_.empty())
         return IsmErrc::DmbLimitReached;
@@ -93,24 +77,24 @@ Result<DmbInfo> ShmIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size
     dmb.index = freeIndexes_.back();
     dmb.size = size;
     dmb.memory = std::move(memory);
-    dmb.eventFd = std::move(*eventFd);
+    dmb.bell = std::move(*bell);
     DmbInfo info{token, dmb.index, dmb.memory.get(), size};
     dmbs_.emplace(token, std::move(dmb));
     freeIndexes_.pop_back();
     return info;
 }
 
-// Fresh pages and a fresh eventfd for a DMB a peer process has seen.
+// Fresh pages and a fresh doorbell for a DMB a peer process has seen.
 Result<void> ShmIsm::renew(Dmb& dmb)
 {
     if (!dmb.exposed)
         return {};
-    Result<UniqueFd> eventFd = makeEventFd();
-    if (!eventFd)
-        return eventFd.error();
+    Result<doorbell::Pair> bell = doorbell::make();
+    if (!bell)
+        return bell.error();
     if (Result<void> r = allocator_.replacePages(dmb.memory.get(), dmb.size); !r)
         return r;
-    dmb.eventFd = std::move(*eventFd);
+    dmb.bell = std::move(*bell);
     dmb.exposed = false;
     return {};
 }
@@ -161,10 +145,8 @@ Result<void> ShmIsm::moveData(DmbToken token, std::size_t offset, std::span<cons
         return IsmErrc::OutOfBounds;
     if (!data.empty())
         std::memcpy(dmb->memory.get() + offset, data.data(), data.size());
-    if (signal) {
-        const std::uint64_t one = 1;
-        (void)!::write(dmb->eventFd.get(), &one, sizeof one); // EAGAIN: the count is full
-    }
+    if (signal)
+        doorbell::ring(dmb->bell.button.get());
     return {};
 }
 
@@ -199,17 +181,14 @@ int ShmIsm::signalFd(DmbToken token) const noexcept
 {
     MutexLocker lock(mutex_);
     const Dmb* dmb = find(token);
-    return dmb == nullptr ? -1 : dmb->eventFd.get();
+    return dmb == nullptr ? -1 : dmb->bell.ear.get();
 }
 
 std::uint64_t ShmIsm::drainSignals(DmbToken token) noexcept
 {
     MutexLocker lock(mutex_);
     const Dmb* dmb = find(token);
-    std::uint64_t count = 0;
-    if (dmb == nullptr || ::read(dmb->eventFd.get(), &count, sizeof count) != sizeof count)
-        return 0;
-    return count;
+    return dmb == nullptr ? 0 : doorbell::drain(dmb->bell.ear.get());
 }
 
 ShmIsmStats ShmIsm::stats() const noexcept

@@ -16,6 +16,7 @@
 #include "base/mutex.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "smc/ism/doorbell.h"
 #include "smc/ism/ism_device.h"
 #include "smc/ism/shm_allocator.h"
 
@@ -41,23 +42,23 @@ public:
     DmbToken token() const noexcept { return token_; }
     explicit operator bool() const noexcept { return data_ != nullptr; }
 
-    // Raises the owner's interrupt: adds 1 to its eventfd. Never blocks; a
-    // full counter (EAGAIN) or a dead owner is ignored.
+    // Raises the owner's interrupt: rings its doorbell. Never blocks, whatever
+    // the owner did to it; a full queue or a dead owner is ignored.
     void signal() noexcept;
     // Unmaps and closes now.
     void reset() noexcept;
 
 private:
     friend class ShmIsm;
-    RemoteDmb(std::byte* data, std::size_t size, DmbToken token, UniqueFd eventFd) noexcept
-        : data_(data), size_(size), token_(token), eventFd_(std::move(eventFd))
+    RemoteDmb(std::byte* data, std::size_t size, DmbToken token, UniqueFd button) noexcept
+        : data_(data), size_(size), token_(token), button_(std::move(button))
     {
     }
 
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
     DmbToken token_ = 0;
-    UniqueFd eventFd_;
+    UniqueFd button_; // the owner's doorbell (doorbell.h)
 };
 
 struct ShmIsmStats {
@@ -79,7 +80,7 @@ struct ShmIsmStats {
 //
 // Within the process the IsmDevice calls behave like LoopbackIsm's, simpler:
 // the data path (moveData, signal) takes the device's short lock, and a
-// signal is the DMB's eventfd (signalFd), not a handler call.
+// signal rings the DMB's doorbell (signalFd), not a handler call.
 //
 // Lifetimes: the executor must outlive the device, the device every call on
 // it and every pool using it; a DmbAttachment or RemoteDmb may outlive it.
@@ -116,7 +117,7 @@ public:
 
     // `memory` must be exactly one allocation of allocator() (else
     // invalid_argument). Errors also: IsmErrc::DmbLimitReached, the errno of
-    // eventfd. Takes the device's short lock.
+    // socketpair (its doorbell). Takes the device's short lock.
     Result<DmbInfo> registerDmb(std::shared_ptr<std::byte> memory, std::size_t size) override;
     // As IsmDevice; a DMB a peer process attached also gets fresh pages (as
     // revoke), so whatever the memory holds next is not theirs to see.
@@ -126,8 +127,8 @@ public:
     // In-process attach (same memory). Errors: IsmErrc::UnknownToken.
     Result<DmbAttachment> attachDmb(DmbToken token) override;
     void detachDmb(DmbToken token) noexcept override;
-    // Under the device's short lock (a memcpy). A signal adds 1 to the DMB's
-    // eventfd. Errors: IsmErrc::UnknownToken, IsmErrc::OutOfBounds.
+    // Under the device's short lock (a memcpy). A signal rings the DMB's
+    // doorbell. Errors: IsmErrc::UnknownToken, IsmErrc::OutOfBounds.
     Result<void> moveData(DmbToken token, std::size_t offset, std::span<const std::byte> data,
                           bool signal) noexcept override;
     Result<void> signal(DmbToken token) noexcept override;
@@ -142,15 +143,15 @@ public:
     Result<void> grant(DmbToken token, const IsmGid& peer);
     // The connection ended: drops its grant and, if a peer process attached
     // the DMB, maps fresh zero pages (a fresh memfd, MAP_FIXED) at the same
-    // address and makes a fresh eventfd. The pool's pointer stays valid; the
+    // address and makes a fresh doorbell. The pool's pointer stays valid; the
     // old peer keeps mapping the old pages, which nobody here reads again,
-    // and its signals go to the old eventfd. So a pooled buffer can be
+    // and its signals go to the old doorbell. So a pooled buffer can be
     // reused safely. Call it before the buffer goes back to the pool, with
     // nobody of this process using it. signalFd() changes: unwatch the old
     // one first. Returns Result, not void, because replacing pages can fail
     // (fds, memory): then the grant is still dropped and the next grant()
     // retries the replacement (and fails if it cannot). Errors:
-    // IsmErrc::UnknownToken, the errno of memfd_create, mmap or eventfd.
+    // IsmErrc::UnknownToken, the errno of memfd_create, mmap or socketpair.
     Result<void> revoke(DmbToken token);
 
     // Maps the DMB `token` of the device `owner` (another process of this
@@ -159,18 +160,20 @@ public:
     // IsmErrc::OwnerMismatch (the socket's process is not owner's pid, or
     // runs as another user), IsmErrc::AttachRefused, IsmErrc::BadReply,
     // IsmErrc::BadSharedMemory (not sealed SHRINK|GROW, size not as
-    // announced), IsmErrc::BadEventFd, timed_out, the errno of socket,
+    // announced), IsmErrc::BadDoorbell, timed_out, the errno of socket,
     // connect, send, recvmsg or mmap. Not from the executor's epoll thread
     // (it serves this process's devices: an attach to one of them would
     // wait for itself until the timeout).
     Result<RemoteDmb> attachRemote(const IsmGid& owner, DmbToken token,
                                    std::chrono::milliseconds timeout) const;
 
-    // The eventfd a peer's RemoteDmb::signal() writes (readable after a
-    // signal; non-blocking), or -1 for an unknown token. Changes on revoke.
+    // The doorbell a peer's RemoteDmb::signal() rings (readable after a
+    // signal), or -1 for an unknown token. Changes on revoke. Poll it; read
+    // it only with drainSignals().
     int signalFd(DmbToken token) const noexcept;
-    // Reads and resets the DMB's signal count; 0 when none (or unknown).
-    // Does not block.
+    // Takes the DMB's signals (at most doorbell::kMaxDrain at a time: the
+    // rest keep signalFd readable); how many, 0 when none (or unknown).
+    // Never blocks, whatever a peer did.
     std::uint64_t drainSignals(DmbToken token) noexcept;
     ShmIsmStats stats() const noexcept;
 
@@ -179,7 +182,7 @@ private:
         std::uint32_t index = 0;
         std::shared_ptr<std::byte> memory;
         std::size_t size = 0;
-        UniqueFd eventFd;
+        doorbell::Pair bell; // the peer gets a copy of the button
         std::optional<IsmGid> grant;
         bool exposed = false;       // a peer process got its pages since they were last replaced
         std::uint32_t attached = 0; // in-process attachments

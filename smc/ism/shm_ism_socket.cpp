@@ -53,16 +53,6 @@ bool peerCredentials(int fd, ucred& cred) noexcept
     return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred;
 }
 
-// Whether `fd` is an eventfd: the kernel names its anonymous inode so.
-bool isEventFd(int fd) noexcept
-{
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    char target[64];
-    const ssize_t n = ::readlink(path, target, sizeof target);
-    static constexpr char kEventFd[] = "anon_inode:[eventfd]";
-    return n == sizeof kEventFd - 1 && std::memcmp(target, kEventFd, sizeof kEventFd - 1) == 0;
-}
 } // namespace
 
 std::string shm::socketName(const IsmGid& gid)
@@ -203,7 +193,7 @@ bool ShmIsm::serve(int fd)
         return true; // the requester went away without asking: nothing to answer
     shm::AttachRequest request;
     shm::AttachReply reply;
-    UniqueFd memfd, eventFd;
+    UniqueFd memfd, button;
     ucred cred{};
     const bool wellFormed = n == sizeof request &&
                             (std::memcpy(&request, buffer.data(), sizeof request), true) &&
@@ -218,11 +208,11 @@ bool ShmIsm::serve(int fd)
         if (dmb != nullptr && dmb->grant == IsmGid{request.gid, request.gidExt}) {
             dmb->grant.reset(); // single use, whatever happens to the reply
             Result<UniqueFd> copy = allocator_.dupMemfd(dmb->memory.get(), dmb->size);
-            UniqueFd event(::fcntl(dmb->eventFd.get(), F_DUPFD_CLOEXEC, 0));
-            if (copy && event) {
+            UniqueFd bell(::fcntl(dmb->bell.button.get(), F_DUPFD_CLOEXEC, 0));
+            if (copy && bell) {
                 dmb->exposed = true;
                 memfd = std::move(*copy);
-                eventFd = std::move(event);
+                button = std::move(bell);
                 reply.status = shm::AttachStatus::Granted;
                 reply.size = dmb->size;
             }
@@ -243,7 +233,7 @@ bool ShmIsm::serve(int fd)
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-        const int fds[2] = {memfd.get(), eventFd.get()};
+        const int fds[2] = {memfd.get(), button.get()};
         std::memcpy(CMSG_DATA(c), fds, sizeof fds);
     }
     // Counted before the reply leaves, so that a requester that has its
@@ -351,18 +341,16 @@ Result<RemoteDmb> ShmIsm::attachRemote(const IsmGid& owner, DmbToken token,
         ::fstat(memfd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
         static_cast<std::uint64_t>(st.st_size) != reply.size)
         return IsmErrc::BadSharedMemory;
-    UniqueFd& eventFd = fds[1];
-    if (!isEventFd(eventFd.get()))
-        return IsmErrc::BadEventFd;
-    const int flags = ::fcntl(eventFd.get(), F_GETFL);
-    if (flags < 0 || ::fcntl(eventFd.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-        return lastError();
+    // The doorbell: rung with MSG_DONTWAIT, whatever flags the owner sets on it.
+    UniqueFd& button = fds[1];
+    if (!doorbell::isButton(button.get()))
+        return IsmErrc::BadDoorbell;
     const auto size = static_cast<std::size_t>(reply.size);
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd.get(), 0);
     if (p == MAP_FAILED)
         return lastError();
     // The mapping keeps the memory; the memfd closes here.
-    return RemoteDmb(static_cast<std::byte*>(p), size, token, std::move(eventFd));
+    return RemoteDmb(static_cast<std::byte*>(p), size, token, std::move(button));
 }
 
 RemoteDmb& RemoteDmb::operator=(RemoteDmb&& other) noexcept
@@ -372,16 +360,15 @@ RemoteDmb& RemoteDmb::operator=(RemoteDmb&& other) noexcept
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
         token_ = std::exchange(other.token_, 0);
-        eventFd_ = std::move(other.eventFd_);
+        button_ = std::move(other.button_);
     }
     return *this;
 }
 
 void RemoteDmb::signal() noexcept
 {
-    const std::uint64_t one = 1;
-    if (eventFd_)
-        (void)!::write(eventFd_.get(), &one, sizeof one); // EAGAIN: the count is full
+    if (button_)
+        doorbell::ring(button_.get());
 }
 
 void RemoteDmb::reset() noexcept
@@ -391,7 +378,7 @@ void RemoteDmb::reset() noexcept
     data_ = nullptr;
     size_ = 0;
     token_ = 0;
-    eventFd_.reset();
+    button_.reset();
 }
 
 } // namespace smc

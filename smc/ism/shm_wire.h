@@ -12,7 +12,7 @@ namespace smc::shm
 
 // Host byte order throughout: both ends are processes of one host.
 inline constexpr std::uint32_t kMagic = 0x534d4349; // "SMCI"
-inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kVersion = 2;        // 2: the doorbell is a socket, not an eventfd
 
 // Requester -> owner, on a fresh SOCK_SEQPACKET connection to the owner's socket.
 struct AttachRequest {
@@ -28,9 +28,9 @@ static_assert(sizeof(AttachRequest) == 32);
 enum class AttachStatus : std::uint16_t { Granted = 0, Refused = 1 };
 
 // Owner -> requester. Granted: SCM_RIGHTS carries exactly two fds, the DMB's
-// memfd first, then the eventfd the requester writes to signal. Refused: no
-// fds and no reason (a refusal tells a guesser nothing, not even whether the
-// token exists).
+// memfd first, then the button of its doorbell, which the requester rings to
+// signal (a Unix datagram socket, doorbell.h). Refused: no fds and no reason (a
+// refusal tells a guesser nothing, not even whether the token exists).
 struct AttachReply {
     std::uint32_t magic = kMagic;
     std::uint16_t version = kVersion;

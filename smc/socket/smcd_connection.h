@@ -25,7 +25,7 @@ namespace smc::net
 // The doorbell (bytes 24..31 of a DMB head, reserved in the CDC's SMC-D layout): a 32-bit
 // sequence the writer bumps after each CDC, and a 32-bit word the owner sets while it
 // sleeps on that sequence (a futex: the memory is shared), plus a bit that asks for the
-// DMB's eventfd too (an application polling fd()). A peer can only stall its own
+// DMB's ISM doorbell too (an application polling fd()). A peer can only stall its own
 // connection with these: every wait has the caller's deadline, and the peer's death wakes
 // us from our own side (the TCP socket).
 //
@@ -45,7 +45,7 @@ public:
     SmcdConnection& operator=(const SmcdConnection&) = delete;
 
     // DataPath. close(): our DMB is revoked and goes back to the pool, the peer's mapping is
-    // dropped. enableEvents(): asks the peer to signal our DMB's eventfd too, and returns it.
+    // dropped. enableEvents(): asks the peer to signal our DMB's ISM doorbell too, and returns it.
     Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking,
                              bool hold) override;
     Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,

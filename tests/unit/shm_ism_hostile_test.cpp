@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-// ShmIsm's attacher against hostile owners: unsealed memfds, non-eventfds, bad replies, impostors.
+// ShmIsm against hostile peers: owners with unsealed memfds, false doorbells, bad replies or
+// impostors; peers that make a doorbell blocking.
 #include "smc/ism/shm_ism.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -53,13 +55,15 @@ protected:
 TEST_F(HostileOwner, EveryBadReplyIsRefusedAndLeaksNoFd)
 {
     const std::size_t before = countFds();
-    UniqueFd event(::eventfd(0, EFD_CLOEXEC));
+    doorbell::Pair bell = doorbell::make().value();
+    const int event = bell.button.get();
+    UniqueFd eventFd(::eventfd(0, EFD_CLOEXEC)); // what version 1 sent: no doorbell now
     EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest& r) {
-                  sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, false).get(), event.get()});
+                  sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, false).get(), event});
               }).error(),
               IsmErrc::BadSharedMemory);
     EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest& r) {
-                  sendReply(c, r, 2 * kDmbBytes, {memfd(kDmbBytes, true).get(), event.get()});
+                  sendReply(c, r, 2 * kDmbBytes, {memfd(kDmbBytes, true).get(), event});
               }).error(),
               IsmErrc::BadSharedMemory);
     int pipeFds[2];
@@ -68,16 +72,19 @@ TEST_F(HostileOwner, EveryBadReplyIsRefusedAndLeaksNoFd)
     EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest& r) {
                   sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get(), pipeWrite.get()});
               }).error(),
-              IsmErrc::BadEventFd);
+              IsmErrc::BadDoorbell);
+    EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest& r) {
+                  sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get(), eventFd.get()});
+              }).error(),
+              IsmErrc::BadDoorbell);
     EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest& r) {
                   sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get()});
               }).error(),
               IsmErrc::BadReply);
-    EXPECT_EQ(
-        attachTo([&](int c, const shm::AttachRequest& r) {
-            sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get(), event.get(), event.get()});
-        }).error(),
-        IsmErrc::BadReply);
+    EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest& r) {
+                  sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get(), event, event});
+              }).error(),
+              IsmErrc::BadReply);
     EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest&) {
                   (void)::send(c, "short", 5, MSG_NOSIGNAL);
               }).error(),
@@ -85,21 +92,19 @@ TEST_F(HostileOwner, EveryBadReplyIsRefusedAndLeaksNoFd)
     EXPECT_EQ(attachTo([&](int c, const shm::AttachRequest& r) {
                   shm::AttachRequest other = r;
                   other.token ^= 1; // a reply for another token
-                  sendReply(c, other, kDmbBytes, {memfd(kDmbBytes, true).get(), event.get()});
+                  sendReply(c, other, kDmbBytes, {memfd(kDmbBytes, true).get(), event});
               }).error(),
               IsmErrc::BadReply);
     EXPECT_EQ(attachTo([](int, const shm::AttachRequest&) {}, 200ms).error(), std::errc::timed_out);
     // And a well-behaved raw owner is accepted: the checks above are the reason.
     Result<RemoteDmb> good = attachTo([&](int c, const shm::AttachRequest& r) {
-        sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get(), event.get()});
+        sendReply(c, r, kDmbBytes, {memfd(kDmbBytes, true).get(), event});
     });
     ASSERT_TRUE(good) << good.error().message();
     good->signal();
-    std::uint64_t count = 0;
-    EXPECT_EQ(::read(event.get(), &count, sizeof count), 8);
-    EXPECT_EQ(count, 1u);
+    EXPECT_EQ(doorbell::drain(bell.ear.get()), 1u);
     good->reset();
-    EXPECT_EQ(countFds(), before + 1 + 2); // only our eventfd and pipe
+    EXPECT_EQ(countFds(), before + 2 + 1 + 2); // only our doorbell, eventfd and pipe
 }
 
 TEST_F(HostileOwner, ASocketOfAnotherProcessIsNotTheOwner)
@@ -134,6 +139,77 @@ TEST(ShmIsmServer, SilentRequestersDoNotWedgeTheOwner)
     ASSERT_TRUE(remote) << remote.error().message();
     EXPECT_EQ(owner.ism->stats().attachesServed, 1u);
     EXPECT_GE(owner.ism->stats().attachesRefused, 36u); // the oldest silent ones, dropped
+}
+
+// f() on a thread of its own; a call still blocked after `limit` cannot be unwound: the test
+// says so and ends the process.
+template <typename F> void returnsWithin(std::chrono::seconds limit, F f)
+{
+    auto task = std::make_shared<std::packaged_task<void()>>(std::move(f));
+    auto done = task->get_future();
+    std::thread([task] { (*task)(); }).detach();
+    if (done.wait_for(limit) != std::future_status::ready) {
+        std::fprintf(stderr, "FAILED: blocked for %lld s\n", static_cast<long long>(limit.count()));
+        std::abort();
+    }
+}
+
+// A DMB's signal file as the other side of an attach can get at it: the owner's signalFd
+// and what the requester got. Whatever either side does to it, the other never blocks.
+class SharedSignal : public ::testing::Test
+{
+protected:
+    void SetUp() override
+    {
+        dmb_ = makeDmb(*owner_.ism);
+        ASSERT_TRUE(owner_.ism->grant(dmb_.token, peer_.ism->localGid()));
+        Result<RemoteDmb> r = peer_.ism->attachRemote(owner_.ism->localGid(), dmb_.token, kTimeout);
+        ASSERT_TRUE(r) << r.error().message();
+        remote_ = std::move(*r);
+        signalFd_ = owner_.ism->signalFd(dmb_.token);
+        ASSERT_GE(signalFd_, 0);
+    }
+    Device owner_, peer_;
+    Dmb dmb_;
+    RemoteDmb remote_;
+    int signalFd_ = -1;
+};
+
+// A requester that clears O_NONBLOCK where it can and takes the signals itself: the owner's
+// drain (on its epoll thread, under its device lock) still returns at once.
+TEST_F(SharedSignal, ADrainNeverBlocks)
+{
+    ASSERT_EQ(::fcntl(signalFd_, F_SETFL, 0), 0);
+    std::uint64_t drained = 1;
+    returnsWithin(10s, [&] { drained = owner_.ism->drainSignals(dmb_.token); });
+    EXPECT_EQ(drained, 0u);
+    remote_.signal();
+    EXPECT_TRUE(readable(signalFd_, 1000));
+    returnsWithin(10s, [&] { drained = owner_.ism->drainSignals(dmb_.token); });
+    EXPECT_EQ(drained, 1u);
+    EXPECT_FALSE(readable(signalFd_, 0));
+}
+
+// An owner that makes what it shares blocking, floods it and never drains: the requester's
+// signal() (under a connection's lock on the data path) still returns at once, every time.
+TEST_F(SharedSignal, ASignalNeverBlocks)
+{
+    ASSERT_EQ(::fcntl(signalFd_, F_SETFL, 0), 0);
+    const std::uint64_t full = ~std::uint64_t{1}; // an eventfd counter's last value
+    (void)!::write(signalFd_, &full, sizeof full);
+    returnsWithin(10s, [&] {
+        for (int i = 0; i < 20000; ++i)
+            remote_.signal();
+    });
+    // The owner's queue is bounded: it drains in bounded steps and is empty after.
+    std::uint64_t total = 0;
+    for (std::uint64_t n; (n = owner_.ism->drainSignals(dmb_.token)) > 0;) {
+        EXPECT_LE(n, doorbell::kMaxDrain);
+        total += n;
+    }
+    EXPECT_GT(total, 0u);
+    EXPECT_LT(total, 20000u);
+    EXPECT_FALSE(readable(signalFd_, 0));
 }
 
 } // namespace

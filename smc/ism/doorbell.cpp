@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+// Doorbells: socketpair(AF_UNIX, SOCK_DGRAM), one byte per ring, never a blocking call.
+#include "smc/ism/doorbell.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+namespace smc::doorbell
+{
+
+Result<Pair> make() noexcept
+{
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
+        return std::error_code(errno, std::generic_category());
+    return Pair{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+void ring(int button) noexcept
+{
+    const char one = 1;
+    (void)!::send(button, &one, sizeof one, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+std::uint64_t drain(int ear) noexcept
+{
+    std::uint64_t rings = 0;
+    char byte;
+    while (rings < kMaxDrain && ::recv(ear, &byte, sizeof byte, MSG_DONTWAIT | MSG_TRUNC) >= 0)
+        ++rings;
+    return rings;
+}
+
+bool isButton(int fd) noexcept
+{
+    int domain = 0;
+    int type = 0;
+    socklen_t length = sizeof domain;
+    if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 || domain != AF_UNIX)
+        return false;
+    length = sizeof type;
+    return ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0 && type == SOCK_DGRAM;
+}
+
+} // namespace smc::doorbell
