@@ -53,6 +53,9 @@ public:
     virtual void peerGone() noexcept = 0;
 
     virtual bool readable() const = 0; // recv would not block
+    // The peer closed (not only shut down writing) or aborted, or we aborted, and nothing is
+    // left to read: nobody loses anything when a connection not yet accepted goes.
+    virtual bool abandoned() const = 0;
     virtual bool writable() const = 0; // send would not block
     virtual void fillInfo(ConnectionInfo& info) const = 0;
     // An fd that becomes readable when readiness may have changed (the peer wrote, read or

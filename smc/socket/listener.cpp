@@ -4,11 +4,13 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "smc/socket/clc_io.h"
 #include "smc/socket/internal/socket_impl.h"
@@ -24,8 +26,11 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
 // Admission never waits for a handshake (seed 003): the listener's own thread accepts and
 // hands each new TCP connection to the stack's handshake pool, which runs CLC and queues the
 // outcome. Past options.handshakeLimit pending handshakes a new connection is declined at once and
-// goes to TCP. options.sharedAcceptQueue runs the accepting on the pool instead, behind the
-// handshakes (the old design, for comparison).
+// goes to TCP. The listener holds at most options.backlog connections (queued for accept()
+// or in their handshake); past that it stops accepting and the kernel's listen queue pushes
+// back, and queued connections that are already over are dropped to make room.
+// options.sharedAcceptQueue runs the accepting on the pool instead, behind the handshakes
+// (the old design, for comparison; no limits).
 class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
 {
 public:
@@ -39,7 +44,8 @@ public:
     {
         if (!options_.sharedAcceptQueue) {
             stop_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-            if (!stop_)
+            room_ = std::make_shared<UniqueFd>(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+            if (!stop_ || !*room_)
                 return net::lastError();
             acceptor_ = std::thread([this] { acceptLoop(); });
             return {};
@@ -51,18 +57,29 @@ public:
 
     // The listener's own thread (seed 003: Linux's smc_tcp_ls_wq): it only accepts, so the
     // listen queue drains however busy the executor's threads and the handshake pool are.
+    // With no room it leaves the listen queue alone and waits for some: an accept(), a
+    // handshake that failed, a queued connection whose peer went.
     void acceptLoop() noexcept
     {
-        std::array<pollfd, 2> fds{pollfd{tcp_.get(), POLLIN, 0}, pollfd{stop_.get(), POLLIN, 0}};
+        std::array<pollfd, 3> fds{pollfd{stop_.get(), POLLIN, 0}, pollfd{room_->get(), POLLIN, 0},
+                                  pollfd{tcp_.get(), POLLIN, 0}};
         bool starved = false;
         for (;;) {
+            const bool room = hasRoom();
             // Out of descriptors or memory, the queue stays readable: wait for close() a
-            // little instead of spinning on it.
-            const int rc = starved ? ::poll(&fds[1], 1, 10) : ::poll(fds.data(), fds.size(), -1);
+            // little instead of spinning on it. Without room, look again now and then: a
+            // queued TCP connection the peer reset tells nobody.
+            const int rc = ::poll(fds.data(), room && !starved ? 3 : 2,
+                                  starved ? 10
+                                  : room  ? -1
+                                          : 1000);
             if (rc < 0 && errno != EINTR)
                 return;
-            if (fds[1].revents != 0)
+            if (fds[0].revents != 0)
                 return; // close()
+            std::uint64_t count = 0;
+            if (fds[1].revents != 0)
+                (void)!::read(room_->get(), &count, sizeof count);
             starved = !acceptAll();
         }
     }
@@ -98,15 +115,72 @@ public:
         });
     }
 
-    // Accepts until the queue is empty; false when a lack of descriptors or memory stopped it.
+    // Accepts until the queue is empty or there is no room; false when a lack of descriptors
+    // or memory stopped it.
     bool acceptAll() noexcept
     {
-        for (;;) {
+        while (options_.sharedAcceptQueue || hasRoom()) {
             const int fd = ::accept4(tcp_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) // EAGAIN, or an error the next readiness reports again
                 return errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM;
             admit(UniqueFd(fd));
         }
+        return true;
+    }
+
+    // Whether another connection may come in (options.backlog); when not, first drops
+    // queued connections that are over.
+    bool hasRoom() noexcept
+    {
+        const std::size_t limit = std::max<std::size_t>(options_.backlog, 1);
+        std::vector<std::shared_ptr<SocketImpl>> over;
+        bool room = false;
+        {
+            MutexLocker lock(mutex_);
+            if (queue_.size() + pending_.load(std::memory_order_relaxed) >= limit)
+                over = takeAbandonedLocked();
+            room = queue_.size() + pending_.load(std::memory_order_relaxed) < limit;
+        }
+        closeLater(std::move(over));
+        return room;
+    }
+
+    std::vector<std::shared_ptr<SocketImpl>> takeAbandonedLocked() SMC_REQUIRES(mutex_)
+    {
+        std::vector<std::shared_ptr<SocketImpl>> over;
+        std::erase_if(queue_, [&](std::shared_ptr<SocketImpl>& s) {
+            if (!s->abandoned())
+                return false;
+            over.push_back(std::move(s));
+            return true;
+        });
+        if (queue_.empty()) {
+            std::uint64_t count = 0;
+            (void)!::read(ready_.get(), &count, sizeof count);
+        }
+        return over;
+    }
+
+    // Closes connections nobody accepted on the handshake pool: an SMC-R close waits for
+    // the peer's answer, which neither the accepting thread nor accept() should.
+    void closeLater(std::vector<std::shared_ptr<SocketImpl>> over) noexcept
+    {
+        for (auto& s : over) {
+            s->onPeerGone({});
+            stack_.handshakes().postBlocking([s = std::move(s)] { s->close(); });
+        }
+    }
+
+    void roomMade() noexcept
+    {
+        if (room_)
+            ring(*room_);
+    }
+
+    static void ring(const UniqueFd& eventFd) noexcept
+    {
+        const std::uint64_t one = 1;
+        (void)!::write(eventFd.get(), &one, sizeof one);
     }
 
     void admit(UniqueFd fd) noexcept
@@ -131,9 +205,12 @@ public:
                 return;
             Result<std::shared_ptr<SocketImpl>> impl =
                 establish(l->stack_, std::move(*child), true, l->options_);
-            l->pending_.fetch_sub(1, std::memory_order_relaxed);
-            if (impl)
-                l->push(std::move(*impl));
+            if (impl) {
+                l->push(std::move(*impl), true);
+            } else {
+                l->pending_.fetch_sub(1, std::memory_order_relaxed);
+                l->roomMade();
+            }
         });
     }
 
@@ -154,40 +231,63 @@ public:
         push(std::move(impl));
     }
 
-    void push(std::shared_ptr<SocketImpl> impl)
+    // Queues a connection for accept(); `handshaken`: it was pending, and is no more (in
+    // one step with the queueing, so hasRoom() never counts it twice).
+    void push(std::shared_ptr<SocketImpl> impl, bool handshaken = false)
     {
+        if (room_) // a queued connection whose peer goes may make room
+            impl->onPeerGone([room = room_] { ring(*room); });
         {
             MutexLocker lock(mutex_);
+            if (handshaken)
+                pending_.fetch_sub(1, std::memory_order_relaxed);
             if (closed_) {
+                impl->onPeerGone({});
                 impl->close();
                 return;
             }
             queue_.push_back(std::move(impl));
         }
-        const std::uint64_t one = 1;
-        (void)!::write(ready_.get(), &one, sizeof one);
+        ring(ready_);
         wake_.notify_all();
     }
 
+    // The oldest queued connection that is not over already (those are dropped).
     Result<std::shared_ptr<SocketImpl>> pop(std::chrono::milliseconds timeout)
     {
         const auto deadline = net::deadlineAfter(timeout);
-        MutexLocker lock(mutex_);
-        while (queue_.empty() && !closed_) {
-            if (deadline == net::Deadline::max())
-                wake_.wait(lock);
-            else if (wake_.waitUntil(lock, deadline) == std::cv_status::timeout && queue_.empty() &&
-                     !closed_)
-                return std::make_error_code(std::errc::timed_out);
+        std::vector<std::shared_ptr<SocketImpl>> over;
+        std::shared_ptr<SocketImpl> impl;
+        bool closed = false;
+        {
+            MutexLocker lock(mutex_);
+            for (;;) {
+                for (auto& s : takeAbandonedLocked()) // cheap: the queue is bounded
+                    over.push_back(std::move(s));
+                if (!queue_.empty() || closed_)
+                    break;
+                if (deadline == net::Deadline::max())
+                    wake_.wait(lock);
+                else if (wake_.waitUntil(lock, deadline) == std::cv_status::timeout)
+                    break;
+            }
+            closed = closed_;
+            if (!queue_.empty() && !closed_) {
+                impl = std::move(queue_.front());
+                queue_.pop_front();
+                std::uint64_t count = 0;
+                if (queue_.empty())
+                    (void)!::read(ready_.get(), &count, sizeof count);
+            }
         }
-        if (closed_)
-            return std::make_error_code(std::errc::not_connected);
-        auto impl = std::move(queue_.front());
-        queue_.pop_front();
-        std::uint64_t count = 0;
-        if (queue_.empty())
-            (void)!::read(ready_.get(), &count, sizeof count);
-        return impl;
+        if (impl || !over.empty())
+            roomMade();
+        closeLater(std::move(over));
+        if (impl) {
+            impl->onPeerGone({});
+            return impl;
+        }
+        return std::make_error_code(closed ? std::errc::not_connected : std::errc::timed_out);
     }
 
     void close() noexcept
@@ -203,8 +303,7 @@ public:
         if (id >= 0) // waits for a running callback, which takes mutex_
             stack_.executor().unwatch(id);
         if (acceptor_.joinable()) {
-            const std::uint64_t one = 1;
-            (void)!::write(stop_.get(), &one, sizeof one);
+            ring(stop_);
             acceptor_.join();
         }
         {
@@ -239,8 +338,11 @@ private:
     SmcStack& stack_;
     UniqueFd tcp_;
     const SocketOptions options_;
-    UniqueFd ready_;       // an eventfd: readable while the queue holds a connection
-    UniqueFd stop_;        // an eventfd: close() tells the accepting thread to end
+    UniqueFd ready_; // an eventfd: readable while the queue holds a connection
+    UniqueFd stop_;  // an eventfd: close() tells the accepting thread to end
+    // An eventfd: the accepting thread, waiting for room, looks again (shared with queued
+    // connections' peer-gone hooks, which may outlive the listener).
+    std::shared_ptr<UniqueFd> room_;
     std::thread acceptor_; // the accepting thread (not with a shared accept queue)
     Mutex callback_;       // held while the epoll callback runs (shared accept queue)
     Mutex pooledAccept_;   // held by the shared queue's accepting task while it runs

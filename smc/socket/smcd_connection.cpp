@@ -454,6 +454,18 @@ bool SmcdConnection::readable() const
     return probe.readable() > 0 || probe.peerConnFlags().any();
 }
 
+bool SmcdConnection::abandoned() const
+{
+    MutexLocker lock(mutex_);
+    if (closed_ || aborted_)
+        return true;
+    cdc::CdcStream probe = stream_;
+    if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
+        return true;
+    const cdc::ConnFlags peer = probe.peerConnFlags();
+    return peer.peerConnAbort || (peer.peerConnClosed && probe.readable() == 0);
+}
+
 bool SmcdConnection::writable() const
 {
     MutexLocker lock(mutex_);

@@ -58,6 +58,7 @@ public:
     void close() noexcept override;
     void peerGone() noexcept override;
     bool readable() const override;
+    bool abandoned() const override;
     bool writable() const override;
     void fillInfo(ConnectionInfo& info) const override;
     int enableEvents() noexcept override;

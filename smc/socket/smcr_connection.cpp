@@ -387,6 +387,14 @@ bool SmcrConnection::readable() const
     return closed_ || aborted_ || stream_.readable() > 0 || stream_.peerConnFlags().any();
 }
 
+bool SmcrConnection::abandoned() const
+{
+    MutexLocker lock(mutex_);
+    const cdc::ConnFlags peer = stream_.peerConnFlags();
+    return closed_ || aborted_ || peer.peerConnAbort ||
+           (peer.peerConnClosed && stream_.readable() == 0);
+}
+
 bool SmcrConnection::writable() const
 {
     MutexLocker lock(mutex_);

@@ -92,6 +92,7 @@ public:
     void peerGone() noexcept override;
 
     bool readable() const override; // recv would not block
+    bool abandoned() const override;
     bool writable() const override; // send would not block
     void fillInfo(ConnectionInfo& info) const override;
     // An eventfd that becomes readable whenever readable() or writable() may have changed.

@@ -48,6 +48,25 @@ void SocketImpl::onTcpReadable() noexcept
         stack_.executor().unwatch(id); // from its own callback: does not wait
     path_->peerGone();
     refresh();
+    if (peerGoneHook_)
+        peerGoneHook_();
+}
+
+void SocketImpl::onPeerGone(std::function<void()> f)
+{
+    MutexLocker lock(tcpWatchRunning_);
+    peerGoneHook_ = std::move(f);
+}
+
+bool SocketImpl::abandoned() const noexcept
+{
+    if (closed_)
+        return true;
+    if (path_)
+        return path_->abandoned();
+    // TCP: a reset (a FIN alone may be a half close: the peer may still read).
+    pollfd p{tcp_.get(), 0, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
 }
 
 void SocketImpl::refresh() noexcept

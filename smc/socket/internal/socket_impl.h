@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -43,6 +44,12 @@ public:
     int fd();
     void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
     bool connected() const noexcept { return !closed_.load(); }
+    // Nothing for the application to get from it any more: closed, the peer closed with
+    // nothing unread or aborted (SMC), or reset the TCP connection.
+    bool abandoned() const noexcept;
+    // Runs `f` (on the epoll thread) when the peer's end of the TCP connection is seen (SMC:
+    // it closed or died); an empty `f` stops that. A listener learns so of queued connections.
+    void onPeerGone(std::function<void()> f);
     Transport transport() const noexcept { return transport_; }
     std::optional<clc::DeclineCode> fallbackReason() const noexcept { return fallback_; }
     ConnectionInfo info() const;
@@ -73,6 +80,7 @@ private:
     // Held while the TCP watch's callback runs, so close() can wait for one that has
     // already unwatched itself (Executor::unwatch waits only for watches it removes).
     Mutex tcpWatchRunning_;
+    std::function<void()> peerGoneHook_ SMC_GUARDED_BY(tcpWatchRunning_);
 };
 
 } // namespace smc
