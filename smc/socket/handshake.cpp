@@ -240,8 +240,10 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
     const IsmGid clientGid{choice.peerGid, choice.peerGidExt};
     auto giveBack = [&] {
         (void)stack.device().revoke((*rmb)->dmbToken());
+        stack.markServerRmb((*rmb)->dmbToken(), false);
         (void)stack.pool().release(*rmb);
     };
+    stack.markServerRmb((*rmb)->dmbToken(), true);
     if (!stack.device().grant((*rmb)->dmbToken(), clientGid)) {
         giveBack();
         return sendDecline(fd, clc::DeclineCode::IntErr, version, {}, deadline);
@@ -262,15 +264,17 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
         }
     }
     const auto* confirm = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
-    if (confirm == nullptr || !usable(stack, *confirm) ||
-        std::get<clc::SmcdAcceptConfirm>(confirm->path).gidExt != clientGid.gidExt) {
+    const auto* named = confirm ? std::get_if<clc::SmcdAcceptConfirm>(&confirm->path) : nullptr;
+    // A client of this stack may name its own RMB; one that names an RMB of our servers is
+    // not a client of ours, but a stranger that proposed our GID.
+    if (named == nullptr || !usable(stack, *confirm) || named->gidExt != clientGid.gidExt ||
+        (clientGid == stack.device().localGid() && stack.isServerRmb(named->token))) {
         giveBack();
         if (!answer && answer.error().category() != clcCategory())
             return answer.error();
         return std::make_error_code(std::errc::protocol_error);
     }
-    Result<RemoteDmb> peer =
-        mapPeer(stack, std::get<clc::SmcdAcceptConfirm>(confirm->path), deadline);
+    Result<RemoteDmb> peer = mapPeer(stack, *named, deadline);
     if (!peer) {
         giveBack();
         return peer.error();

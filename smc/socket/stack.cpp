@@ -199,6 +199,21 @@ std::vector<LinkInfo> SmcStack::smcrLinks() const
     return out;
 }
 
+void SmcStack::markServerRmb(std::uint64_t dmbToken, bool server)
+{
+    MutexLocker lock(mutex_);
+    if (server)
+        serverRmbs_.insert(dmbToken);
+    else
+        serverRmbs_.erase(dmbToken);
+}
+
+bool SmcStack::isServerRmb(std::uint64_t dmbToken) const
+{
+    MutexLocker lock(mutex_);
+    return serverRmbs_.contains(dmbToken);
+}
+
 void SmcStack::countSmcd(bool server) noexcept
 {
     MutexLocker lock(mutex_);

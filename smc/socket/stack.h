@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -224,6 +225,11 @@ public:
     void countHandshakeError() noexcept;
     void countHandshakeLimited() noexcept;
     void enroll(const std::shared_ptr<SocketImpl>& socket);
+    // The SMC-D RMBs of our server connections, from their grant until they go back to the
+    // pool: a CONFIRM that names one of them names no client's (a stranger claiming to be
+    // us would wire two of our connections to each other).
+    void markServerRmb(std::uint64_t dmbToken, bool server);
+    bool isServerRmb(std::uint64_t dmbToken) const;
 
 private:
     SmcStack(StackConfig config, Executor& executor, clc::Eid ueid);
@@ -245,6 +251,7 @@ private:
     // Last: its running handshakes finish (the destructor waits) while the rest is here.
     std::unique_ptr<Executor> handshakes_;
     std::vector<std::weak_ptr<SocketImpl>> sockets_ SMC_GUARDED_BY(mutex_);
+    std::set<std::uint64_t> serverRmbs_ SMC_GUARDED_BY(mutex_);
 };
 
 } // namespace smc

@@ -14,6 +14,9 @@
 #include <future>
 #include <thread>
 
+#include "smc/clc/clc_messages.h"
+#include "smc/ism/shm_ism.h"
+#include "smc/socket/clc_io.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/link_groups.h"
@@ -202,6 +205,44 @@ TEST(ClcStranger, ALimitedConnectionSleepsThroughAPartialProposal)
     n = within(20s, [&] { return s.recv(buf); });
     ASSERT_TRUE(n) << n.error().message();
     EXPECT_EQ(*n, 0u);
+}
+
+// A stranger that proposes the server's own GID (any ACCEPT shows it) has the server grant its
+// RMBs to itself; CONFIRMs naming each other's RMB would then wire two of the server's
+// connections to each other. The server refuses them.
+TEST(ClcStranger, ConfirmsCannotWireTheServerToItself)
+{
+    auto stack = makeStack();
+    SocketOptions o;
+    o.clcTimeout = 10s;
+    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
+    const IsmGid self = stack->device().localGid();
+    clc::Proposal p;
+    p.version = clc::kVersion2;
+    p.typeV1 = clc::SmcType::None;
+    p.typeV2 = clc::SmcType::SmcD;
+    p.v2.release = clc::kRelease1;
+    p.v2.userEids = {stack->ueid()};
+    p.v2.featureMask = clc::kFeatureEmulatedIsm;
+    p.smcdV2.entries = {{self.gid, clc::kLoopbackChid}, {self.gidExt, clc::kLoopbackChid}};
+    std::array<UniqueFd, 2> raw;
+    std::array<clc::Accept, 2> accepts;
+    for (std::size_t i = 0; i < 2; ++i) {
+        raw[i] = connectRaw(l.port());
+        ASSERT_TRUE(net::writeClc(raw[i].get(), p, net::deadlineAfter(5s)));
+        Result<clc::Message> m = net::readClc(raw[i].get(), net::deadlineAfter(10s));
+        ASSERT_TRUE(m) << m.error().message();
+        ASSERT_TRUE(std::holds_alternative<clc::Accept>(*m));
+        accepts[i] = std::get<clc::Accept>(*m);
+    }
+    for (std::size_t i = 0; i < 2; ++i) {
+        clc::Confirm c;
+        static_cast<clc::AcceptConfirm&>(c) = accepts[1 - i]; // the other connection's RMB
+        ASSERT_TRUE(net::writeClc(raw[i].get(), c, net::deadlineAfter(5s)));
+    }
+    EXPECT_TRUE(eventually([&] { return stack->stats().handshakeErrors == 2; }, 20s));
+    EXPECT_EQ(stack->stats().smcdServer, 0u);
+    EXPECT_FALSE(l.accept(200ms)) << "a connection wired to another of ours came up";
 }
 
 } // namespace
