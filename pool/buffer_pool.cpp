@@ -291,6 +291,10 @@ std::vector<BufferDesc*> BufferPool::buffers(BufferKind kind) const
 {
     return core_->buffers(kind);
 }
+std::size_t BufferPool::trim(std::size_t keepFreeBytes) noexcept
+{
+    return core_->trim(keepFreeBytes);
+}
 PoolStats BufferPool::stats() const noexcept
 {
     return core_->stats();

@@ -136,6 +136,13 @@ public:
     // the leased ones stay valid. Empty for an unknown kind. Does not block.
     std::vector<BufferDesc*> buffers(BufferKind kind) const;
 
+    // Frees free buffers (unregistered from every link, freed; counted as `reclaimed`) until
+    // at most `keepFreeBytes` of free buffers are left; how many it freed. For a pool whose
+    // buffers are kept after a burst that will not come again. A freed buffer's descriptor
+    // may be in a buffers() snapshot: do not trim an SMC-R pool while one is in use. Waits
+    // for a link change in progress.
+    std::size_t trim(std::size_t keepFreeBytes) noexcept;
+
     // The per-thread counters summed (a snapshot while others run). Does not block.
     PoolStats stats() const noexcept;
     const PoolConfig& config() const noexcept;

@@ -120,14 +120,15 @@ std::uint64_t BufferPoolCore::leasedBytes() const noexcept
     return sum > 0 ? static_cast<std::uint64_t>(sum) : 0;
 }
 
-// Free buffers of any kind and class, until `bytes` more fit under the limit
-// or no free buffer is left. Every free buffer can be reclaimed wherever a
-// hint to it sits (another thread's magazine, a free stack, a bucket list):
-// as for reuse, the claim decides. A hint left behind is checked when popped.
-void BufferPoolCore::reclaim(std::size_t bytes) noexcept
+// Frees free buffers of any kind and class while more() holds, or until no free
+// buffer is left. Every free buffer can be reclaimed wherever a hint to it sits
+// (another thread's magazine, a free stack, a bucket list): as for reuse, the
+// claim decides. A hint left behind is checked when popped.
+template <typename More> std::size_t BufferPoolCore::reclaimWhile(More more) noexcept
 {
+    std::size_t freed = 0;
     table_.forEachUntil([&](BufferDesc& d) {
-        if (pooledTotal_.load(std::memory_order_relaxed) + bytes <= config_.memoryLimit)
+        if (!more())
             return true;
         std::uint64_t generation = 0;
         if (!DescAccess::live(d).load(std::memory_order_acquire) || !tryClaim(d, generation))
@@ -138,7 +139,26 @@ void BufferPoolCore::reclaim(std::size_t bytes) noexcept
         destroy(d); // unregisters it from every link, then frees it
         reclaimed_[k].fetch_add(1, std::memory_order_relaxed);
         reclaimedBytes_[k].fetch_add(size, std::memory_order_relaxed);
+        ++freed;
         return false;
+    });
+    return freed;
+}
+
+// Until `bytes` more fit under the limit.
+void BufferPoolCore::reclaim(std::size_t bytes) noexcept
+{
+    (void)reclaimWhile(
+        [&] { return pooledTotal_.load(std::memory_order_relaxed) + bytes > config_.memoryLimit; });
+}
+
+// Free bytes are the pooled ones not leased (a snapshot: a buffer being claimed may count
+// as free, and then the claim decides).
+std::size_t BufferPoolCore::trim(std::size_t keepFreeBytes) noexcept
+{
+    MutexLocker lock(linkMutex_); // as reclaim: never beside a link change
+    return reclaimWhile([&] {
+        return pooledTotal_.load(std::memory_order_relaxed) > leasedBytes() + keepFreeBytes;
     });
 }
 

@@ -21,7 +21,8 @@ struct KindStats {
     // or freed at teardown.
     std::uint64_t freed = 0;
     // Of those, free buffers trimmed (unregistered and freed) to make room
-    // for another buffer under PoolConfig::memoryLimit, and their bytes.
+    // for another buffer under PoolConfig::memoryLimit, or by trim(), and
+    // their bytes.
     std::uint64_t reclaimed = 0;
     std::uint64_t reclaimedBytes = 0;
     std::int64_t inUseBytes = 0;   // gauge: bytes currently leased (Linux rmbuse)

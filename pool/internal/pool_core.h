@@ -60,6 +60,7 @@ public:
     unsigned linkMask() const noexcept { return usable_.load(std::memory_order_acquire); }
 
     // pool_buffers.cpp.
+    std::size_t trim(std::size_t keepFreeBytes) noexcept;
     std::vector<BufferDesc*> buffers(BufferKind kind) const;
     PoolStats stats() const noexcept;
     const PoolConfig& config() const noexcept { return config_; }
@@ -112,6 +113,8 @@ private:
     void destroy(BufferDesc& d) noexcept;
     std::uint64_t leasedBytes() const noexcept;
     void reclaim(std::size_t bytes) noexcept SMC_REQUIRES(linkMutex_);
+    // Frees free buffers while `more()` holds, wherever they are cached; how many.
+    template <typename More> std::size_t reclaimWhile(More more) noexcept SMC_REQUIRES(linkMutex_);
 
     const PoolConfig config_;
     Registrar& registrar_;

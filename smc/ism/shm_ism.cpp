@@ -193,7 +193,13 @@ std::uint64_t ShmIsm::drainSignals(DmbToken token) noexcept
 
 ShmIsmStats ShmIsm::stats() const noexcept
 {
-    return {served_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed)};
+    std::uint64_t dmbs = 0;
+    {
+        MutexLocker lock(mutex_);
+        dmbs = dmbs_.size();
+    }
+    return {served_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed), dmbs,
+            remoteDmbs_->load(std::memory_order_relaxed)};
 }
 
 } // namespace smc

@@ -50,20 +50,29 @@ public:
 
 private:
     friend class ShmIsm;
-    RemoteDmb(std::byte* data, std::size_t size, DmbToken token, UniqueFd button) noexcept
-        : data_(data), size_(size), token_(token), button_(std::move(button))
+    RemoteDmb(std::byte* data, std::size_t size, DmbToken token, UniqueFd button,
+              std::shared_ptr<std::atomic<std::uint64_t>> live) noexcept
+        : data_(data), size_(size), token_(token), button_(std::move(button)),
+          live_(std::move(live))
     {
+        live_->fetch_add(1, std::memory_order_relaxed);
     }
 
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
     DmbToken token_ = 0;
-    UniqueFd button_; // the owner's doorbell (doorbell.h)
+    UniqueFd button_;                                  // the owner's doorbell (doorbell.h)
+    std::shared_ptr<std::atomic<std::uint64_t>> live_; // the device's count of these
 };
 
 struct ShmIsmStats {
     std::uint64_t attachesServed = 0;  // replies that carried a DMB
     std::uint64_t attachesRefused = 0; // requests answered no (or malformed)
+    // What the device holds: its DMBs (each a mapping of a memfd, the memfd and its
+    // doorbell's two sockets: three fds), and peers' DMBs mapped here (a mapping and the
+    // doorbell's button each).
+    std::uint64_t dmbs = 0;
+    std::uint64_t remoteDmbs = 0;
 };
 
 // loopback-ism between processes of one host (SMC-D, CHID 0xFFFF). See
@@ -175,6 +184,7 @@ public:
     // rest keep signalFd readable); how many, 0 when none (or unknown).
     // Never blocks, whatever a peer did.
     std::uint64_t drainSignals(DmbToken token) noexcept;
+    // Takes the device's short lock.
     ShmIsmStats stats() const noexcept;
 
 private:
@@ -210,6 +220,9 @@ private:
     std::mt19937_64 random_ SMC_GUARDED_BY(mutex_);
 
     std::atomic<std::uint64_t> served_{0};
+    // RemoteDmbs alive (shared: one may outlive the device).
+    std::shared_ptr<std::atomic<std::uint64_t>> remoteDmbs_ =
+        std::make_shared<std::atomic<std::uint64_t>>(0);
     std::atomic<std::uint64_t> refused_{0};
 
     // The server: touched by the epoll thread's callbacks and the destructor.

@@ -350,7 +350,7 @@ Result<RemoteDmb> ShmIsm::attachRemote(const IsmGid& owner, DmbToken token,
     if (p == MAP_FAILED)
         return lastError();
     // The mapping keeps the memory; the memfd closes here.
-    return RemoteDmb(static_cast<std::byte*>(p), size, token, std::move(button));
+    return RemoteDmb(static_cast<std::byte*>(p), size, token, std::move(button), remoteDmbs_);
 }
 
 RemoteDmb& RemoteDmb::operator=(RemoteDmb&& other) noexcept
@@ -361,6 +361,7 @@ RemoteDmb& RemoteDmb::operator=(RemoteDmb&& other) noexcept
         size_ = std::exchange(other.size_, 0);
         token_ = std::exchange(other.token_, 0);
         button_ = std::move(other.button_);
+        live_ = std::move(other.live_);
     }
     return *this;
 }
@@ -379,6 +380,9 @@ void RemoteDmb::reset() noexcept
     size_ = 0;
     token_ = 0;
     button_.reset();
+    if (live_)
+        live_->fetch_sub(1, std::memory_order_relaxed);
+    live_.reset();
 }
 
 } // namespace smc

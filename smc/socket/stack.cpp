@@ -139,6 +139,11 @@ Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
     if (!made)
         return made.error();
     stack->pool_ = std::move(*made);
+    if (config.poolTrimInterval.count() > 0) {
+        SmcStack* s = stack.get();
+        stack->trimTimer_ = std::make_unique<PeriodicTimer>(executor, config.poolTrimInterval,
+                                                            [s] { s->trimPool(); });
+    }
     if (config.smcr)
         if (Result<void> r = stack->openSmcr(*config.smcr); !r)
             return r.error();
@@ -155,12 +160,26 @@ Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
 
 SmcStack::~SmcStack()
 {
+    trimTimer_.reset();
     handshakes_.reset(); // a running handshake still uses the rest
     smcr_.reset();       // its groups, before the provider they use
     ownProvider_.reset();
     pool_.reset();
     registrar_.reset();
     device_.reset();
+}
+
+// Keeps free what the last interval leased (at least the configured floor), frees the rest.
+void SmcStack::trimPool() noexcept
+{
+    const PoolStats s = pool_->stats();
+    std::size_t leased = 0;
+    for (unsigned cls = 0; cls < kSizeClasses; ++cls) {
+        const std::uint64_t n = s.rmb.classHistogram[cls] + s.sndbuf.classHistogram[cls];
+        leased += (n - leasesAtTrim_[cls]) * classBytes(cls);
+        leasesAtTrim_[cls] = n;
+    }
+    (void)pool_->trim(std::max(leased, config_.poolKeepFreeBytes));
 }
 
 StackStats SmcStack::stats() const

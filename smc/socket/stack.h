@@ -128,7 +128,12 @@ struct StackConfig {
     std::string ueid = "SMC-CORE-LOOPBACK";
     LockPolicy poolPolicy = LockPolicy::Default;
     std::size_t poolMemoryLimit = 0; // 0: none
-    Executor* executor = nullptr;    // null: Executor::shared()
+    // Every interval the SMC-D pool frees the free buffers (each a memfd mapping and three
+    // fds) beyond what the last interval leased, keeping at least poolKeepFreeBytes: a burst
+    // does not leave its buffers behind for good. 0: never.
+    std::chrono::milliseconds poolTrimInterval{10'000};
+    std::size_t poolKeepFreeBytes = 256 * 1024;
+    Executor* executor = nullptr; // null: Executor::shared()
     // The handshake pool's threads at most (server CLC handshakes, which wait for the peer);
     // a listener's accept never runs on it (SocketOptions::sharedAcceptQueue aside).
     unsigned handshakeThreads = 16;
@@ -234,13 +239,17 @@ public:
 private:
     SmcStack(StackConfig config, Executor& executor, clc::Eid ueid);
     Result<void> openSmcr(const SmcrConfig& config);
+    void trimPool() noexcept;
 
     StackConfig config_;
     Executor& executor_;
     clc::Eid ueid_;
     std::unique_ptr<ShmIsm> device_;
     std::unique_ptr<IsmRegistrar> registrar_;
-    std::unique_ptr<BufferPool> pool_; // its DMBs live on device_: destroyed first
+    std::unique_ptr<BufferPool> pool_;         // its DMBs live on device_: destroyed first
+    std::unique_ptr<PeriodicTimer> trimTimer_; // stopped before the pool goes
+    // Leases per size class at the last trim (the timer's ticks alone touch it).
+    std::array<std::uint64_t, kSizeClasses> leasesAtTrim_{};
     std::unique_ptr<LinkProvider> ownProvider_;
     std::unique_ptr<Smcr> smcr_; // its groups go before the provider
     std::unique_ptr<net::SmcTcpOption> tcpOption_;

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "smc/ism/shm_ism.h"
 #include "smc/socket/clc_io.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/socket_stream.h"
@@ -212,6 +213,44 @@ TEST(Socket, MalformedClcGetsADeclineAndLeaksNothing)
     while (have < 4)
         have += s.recv(std::span(got).subspan(have)).value();
     EXPECT_EQ(std::memcmp(got.data(), ping, 4), 0);
+}
+
+// A burst leaves the SMC-D pools with free buffers, each a memfd mapping and three fds; the
+// stack trims them once they sit idle (poolTrimInterval), and the next connection still
+// comes up.
+TEST(Socket, ThePoolGivesBackWhatABurstLeft)
+{
+    StackConfig c;
+    c.poolTrimInterval = 100ms;
+    c.poolKeepFreeBytes = 0;
+    auto server = makeStack(c);
+    auto client = makeStack(c);
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0)).value();
+    {
+        std::vector<Socket> ends;
+        for (int i = 0; i < 16; ++i) {
+            ends.push_back(std::move(Socket::connect(*client, "127.0.0.1", l.port())).value());
+            ends.push_back(std::move(l.accept(10s)).value());
+            ASSERT_EQ(ends.back().transport(), Transport::SmcD);
+        }
+        EXPECT_GE(server->device().stats().dmbs, 16u);
+        EXPECT_EQ(server->device().stats().remoteDmbs, 16u);
+    }
+    auto drained = [](SmcStack& s) {
+        const ShmIsmStats d = s.device().stats();
+        return d.dmbs == 0 && d.remoteDmbs == 0;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!(drained(*server) && drained(*client)) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(server->device().stats().dmbs, 0u);
+    EXPECT_EQ(client->device().stats().dmbs, 0u);
+    EXPECT_EQ(server->device().stats().remoteDmbs, 0u);
+    EXPECT_GT(server->poolStats().rmb.reclaimed, 0u);
+    Result<Socket> again = Socket::connect(*client, "127.0.0.1", l.port());
+    ASSERT_TRUE(again) << again.error().message();
+    Socket accepted = std::move(l.accept(10s)).value();
+    EXPECT_EQ(accepted.transport(), Transport::SmcD);
 }
 
 TEST(Socket, ClientTimesOutOnASilentServer)
