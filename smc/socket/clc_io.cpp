@@ -3,6 +3,7 @@
 #include "smc/socket/clc_io.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -106,6 +107,29 @@ std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
 }
 
 } // namespace
+
+bool firstMessageQueued(int fd) noexcept
+{
+    std::array<std::byte, clc::kHeaderSize> head{};
+    const ssize_t n = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return false; // nothing yet: readable once anything comes
+    if (n <= 0)
+        return true; // the end, or an error: the handshake sees it
+    const auto have = static_cast<std::size_t>(n);
+    Result<std::size_t> size = clc::messageSize(std::span(head).first(have));
+    int queued = 0;
+    const std::size_t want = !size                ? 0 // not CLC, or malformed: decided
+                             : have < head.size() ? head.size()
+                                                  : *size;
+    if (want > have && (::ioctl(fd, FIONREAD, &queued) != 0 || std::size_t(queued) < want) &&
+        !peerShutDown(fd)) {
+        setLowWater(fd, want);
+        return false;
+    }
+    setLowWater(fd, 1);
+    return true;
+}
 
 Result<bool> startsWithClc(int fd, Deadline deadline)
 {

@@ -14,6 +14,13 @@ namespace smc::net
 // came), connection_reset (the peer closed first), recv's errno. Blocks up to the deadline.
 Result<bool> startsWithClc(int fd, Deadline deadline);
 
+// Whether the stream's first CLC message is all queued on `fd`, or the stream shows that a
+// handshake would not wait for it (it is not CLC, its header is malformed, the peer ended it,
+// an error): then readClc takes it at once. If not, raises SO_RCVLOWAT to what is missing, so
+// that the socket polls readable (level-triggered, no spinning) only once it is there or the
+// peer ends; a true answer puts SO_RCVLOWAT back. For waiting without a thread. Never blocks.
+bool firstMessageQueued(int fd) noexcept;
+
 // Reads exactly one CLC message (of whatever type: the caller checks it is the expected
 // one or a DECLINE), so the stream stays aligned for a fallback to TCP after it. A peer
 // that stops or closes partway is waited for asleep, up to the deadline, or seen at once.

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -197,14 +198,102 @@ public:
             return;
         }
         pending_.fetch_add(1, std::memory_order_relaxed);
+        if (options_.sharedAcceptQueue) // the old design: the handshake waits on the pool
+            handshake(std::move(fd), false);
+        else
+            awaitProposal(std::move(fd));
+    }
+
+    // A new connection's first CLC message (or what shows there is none) is waited for on
+    // the epoll thread, not on a handshake thread: a client that is slow to send it, or
+    // sends part and stalls, holds no thread, and the handshake starts with it all queued.
+    struct Arrival {
+        Mutex mutex; // registration, then whichever of readiness and timer settles it first
+        UniqueFd fd SMC_GUARDED_BY(mutex);
+        int watch SMC_GUARDED_BY(mutex) = -1;
+        Executor::TimerId timer SMC_GUARDED_BY(mutex);
+        bool settled SMC_GUARDED_BY(mutex) = false;
+    };
+
+    void awaitProposal(UniqueFd fd) noexcept
+    {
+        auto a = std::make_shared<Arrival>();
+        {
+            MutexLocker lock(mutex_);
+            arrivals_.insert(a);
+        }
+        std::weak_ptr<ListenerImpl> self = weak_from_this();
+        Executor& executor = stack_.executor();
+        MutexLocker lock(a->mutex); // the callbacks wait until both are registered
+        const int raw = fd.get();
+        a->fd = std::move(fd);
+        // The timer holds the arrival until it runs or is cancelled; the watch only refers to it.
+        a->watch = executor.watch(raw, [self, w = std::weak_ptr<Arrival>(a), raw] {
+            if (net::firstMessageQueued(raw))
+                if (auto l = self.lock())
+                    if (auto arrival = w.lock())
+                        l->settle(arrival, false);
+        });
+        if (a->watch < 0) { // epoll refused it: wait on a thread
+            a->settled = true;
+            {
+                MutexLocker listener(mutex_);
+                arrivals_.erase(a);
+            }
+            handshake(std::move(a->fd), false);
+            return;
+        }
+        a->timer = executor.postAfter(options_.clcTimeout, [self, a] {
+            if (auto l = self.lock())
+                l->settle(a, true);
+        });
+    }
+
+    // The first of readiness and timer hands the connection to a handshake; `late`: the
+    // timer, with less than the first message there.
+    // close() waits for a settle under way: counted while the arrival is still locked, so
+    // close() either sees it settled and counted or settles it itself.
+    void settle(const std::shared_ptr<Arrival>& a, bool late) noexcept
+    {
+        UniqueFd fd;
+        int watch = -1;
+        Executor::TimerId timer;
+        {
+            MutexLocker lock(a->mutex);
+            if (a->settled)
+                return;
+            a->settled = true;
+            fd = std::move(a->fd);
+            watch = a->watch;
+            timer = a->timer;
+            MutexLocker listener(mutex_);
+            arrivals_.erase(a);
+            ++settling_;
+        }
+        stack_.executor().unwatch(watch); // before the fd goes: from its callback, no wait
+        if (!late)
+            stack_.executor().cancel(timer);
+        handshake(std::move(fd), late);
+        MutexLocker listener(mutex_);
+        if (--settling_ == 0)
+            wake_.notify_all();
+    }
+
+    // The server handshake on the pool. `late`: the client's first message did not come in
+    // time: the handshake decides at once on what is there (as its own wait would have).
+    void handshake(UniqueFd fd, bool late) noexcept
+    {
         auto child = std::make_shared<UniqueFd>(std::move(fd));
         std::weak_ptr<ListenerImpl> self = weak_from_this();
-        stack_.handshakes().postBlocking([self, child] {
+        stack_.handshakes().postBlocking([self, child, late] {
             auto l = self.lock();
             if (!l)
                 return;
+            SocketOptions options = l->options_;
+            if (late)
+                options.clcTimeout = std::chrono::milliseconds(0);
             Result<std::shared_ptr<SocketImpl>> impl =
-                establish(l->stack_, std::move(*child), true, l->options_);
+                establish(l->stack_, std::move(*child), true, options);
             if (impl) {
                 l->push(std::move(*impl), true);
             } else {
@@ -306,6 +395,34 @@ public:
             ring(stop_);
             acceptor_.join();
         }
+        // No new arrival now; the waiting ones end here, and settles under way finish.
+        std::set<std::shared_ptr<Arrival>> arrivals;
+        {
+            MutexLocker lock(mutex_);
+            arrivals.swap(arrivals_);
+        }
+        for (const auto& a : arrivals) {
+            UniqueFd fd;
+            int watch = -1;
+            Executor::TimerId timer;
+            {
+                MutexLocker lock(a->mutex);
+                if (a->settled)
+                    continue;
+                a->settled = true;
+                fd = std::move(a->fd);
+                watch = a->watch;
+                timer = a->timer;
+            }
+            stack_.executor().unwatch(watch); // waits for a running callback
+            stack_.executor().cancel(timer);
+            pending_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        {
+            MutexLocker lock(mutex_);
+            while (settling_ > 0)
+                wake_.wait(lock);
+        }
         {
             // A callback that unwatched itself is done (unwatch did not wait for it), and an
             // accepting task on the pool is done or will see closed_: the fd may go.
@@ -352,6 +469,9 @@ private:
     ConditionVariable wake_;
     bool closed_ SMC_GUARDED_BY(mutex_) = false;
     std::deque<std::shared_ptr<SocketImpl>> queue_ SMC_GUARDED_BY(mutex_);
+    // Connections whose first CLC message is awaited (awaitProposal), and settles under way.
+    std::set<std::shared_ptr<Arrival>> arrivals_ SMC_GUARDED_BY(mutex_);
+    unsigned settling_ SMC_GUARDED_BY(mutex_) = 0;
 };
 
 Listener::Listener() = default;

@@ -20,6 +20,7 @@
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/link_groups.h"
+#include "tests/libtest/socket_stream.h"
 
 namespace smc
 {
@@ -216,15 +217,7 @@ TEST(ClcStranger, ConfirmsCannotWireTheServerToItself)
     SocketOptions o;
     o.clcTimeout = 10s;
     Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
-    const IsmGid self = stack->device().localGid();
-    clc::Proposal p;
-    p.version = clc::kVersion2;
-    p.typeV1 = clc::SmcType::None;
-    p.typeV2 = clc::SmcType::SmcD;
-    p.v2.release = clc::kRelease1;
-    p.v2.userEids = {stack->ueid()};
-    p.v2.featureMask = clc::kFeatureEmulatedIsm;
-    p.smcdV2.entries = {{self.gid, clc::kLoopbackChid}, {self.gidExt, clc::kLoopbackChid}};
+    const clc::Proposal p = test::smcdProposal(*stack, stack->device().localGid());
     std::array<UniqueFd, 2> raw;
     std::array<clc::Accept, 2> accepts;
     for (std::size_t i = 0; i < 2; ++i) {

@@ -16,6 +16,7 @@
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/smcr_stacks.h"
+#include "tests/libtest/socket_stream.h"
 
 namespace smc
 {
@@ -100,6 +101,36 @@ TEST(Listener, UnacceptedConnectionsAreBoundedAndTheAbandonedDropped)
     Socket live = std::move(Socket::connect(*client, "127.0.0.1", l.port(), o)).value();
     Socket accepted = std::move(l.accept(10s)).value();
     ASSERT_NO_FATAL_FAILURE(roundTrip(live, accepted));
+}
+
+// Clients that send part of a PROPOSAL and stall hold no handshake thread (their first
+// message is waited for on the epoll thread): with one thread and six of them, a good client
+// still gets SMC-D at once, and each of them ends at the server's CLC timeout.
+TEST(Listener, StalledProposalsHoldNoHandshakeThread)
+{
+    auto server = stackWithPool(1);
+    auto client = stackWithPool(1);
+    SocketOptions o;
+    o.clcTimeout = 2s;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    const std::vector<std::byte> proposal =
+        clc::encode(test::smcdProposal(*client, client->device().localGid())).value();
+    std::vector<UniqueFd> stalled;
+    for (int i = 0; i < 6; ++i) {
+        stalled.push_back(silentClient(l.port()));
+        ASSERT_TRUE(net::writeAll(stalled.back().get(),
+                                  std::span(proposal).first(proposal.size() / 2),
+                                  net::deadlineAfter(5s)));
+    }
+    SocketOptions quick;
+    quick.clcTimeout = 1s; // before, the one handshake thread waited 2 s on the first
+    Result<Socket> c = Socket::connect(*client, "127.0.0.1", l.port(), quick);
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->transport(), Transport::SmcD);
+    Result<Socket> s = l.accept(5s);
+    ASSERT_TRUE(s) << s.error().message();
+    roundTrip(*c, *s);
+    EXPECT_TRUE(test::eventually([&] { return server->stats().handshakeErrors == 6; }));
 }
 
 // Past the limit a connection is declined at once and accepted as TCP while the handshake
