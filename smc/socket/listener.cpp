@@ -27,9 +27,9 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
 // Admission never waits for a handshake (seed 003): the listener's own thread accepts and
 // hands each new TCP connection to the stack's handshake pool, which runs CLC and queues the
 // outcome. Past options.handshakeLimit pending handshakes a new connection is declined at once and
-// goes to TCP. The listener holds at most options.backlog connections (queued for accept()
-// or in their handshake); past that it stops accepting and the kernel's listen queue pushes
-// back, and queued connections that are already over are dropped to make room.
+// goes to TCP. At most options.backlog connections wait for accept(); past that the listener
+// stops accepting and the kernel's listen queue pushes back, and queued connections that are
+// already over are dropped to make room.
 // options.sharedAcceptQueue runs the accepting on the pool instead, behind the handshakes
 // (the old design, for comparison; no limits).
 class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
@@ -138,9 +138,9 @@ public:
         bool room = false;
         {
             MutexLocker lock(mutex_);
-            if (queue_.size() + pending_.load(std::memory_order_relaxed) >= limit)
+            if (queue_.size() >= limit)
                 over = takeAbandonedLocked();
-            room = queue_.size() + pending_.load(std::memory_order_relaxed) < limit;
+            room = queue_.size() < limit;
         }
         closeLater(std::move(over));
         return room;
@@ -217,6 +217,10 @@ public:
 
     void awaitProposal(UniqueFd fd) noexcept
     {
+        if (net::firstMessageQueued(fd.get())) { // came with the connection: no wait, no hop
+            handshake(std::move(fd), false);
+            return;
+        }
         auto a = std::make_shared<Arrival>();
         {
             MutexLocker lock(mutex_);
@@ -320,8 +324,7 @@ public:
         push(std::move(impl));
     }
 
-    // Queues a connection for accept(); `handshaken`: it was pending, and is no more (in
-    // one step with the queueing, so hasRoom() never counts it twice).
+    // Queues a connection for accept(); `handshaken`: it was pending, and is no more.
     void push(std::shared_ptr<SocketImpl> impl, bool handshaken = false)
     {
         if (room_) // a queued connection whose peer goes may make room

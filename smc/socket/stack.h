@@ -79,11 +79,11 @@ struct SocketOptions {
     // 2022 (one workqueue for both; seed 003) -- for comparison only: a burst of handshakes
     // starves accept() and the listen queue overflows. No limit applies then.
     bool sharedAcceptQueue = false;
-    // Listeners: connections the listener holds for accept(), done or in their handshake, at
-    // most (listen(2)'s backlog; 0 counts as 1). Past it the listener stops taking connections
-    // and the kernel's listen queue holds them; queued connections that are already over
-    // (abandoned by their peer, nothing to read) are dropped to make room and never handed
-    // out. Not with sharedAcceptQueue.
+    // Listeners: connections done with their handshake that wait for accept(), at most
+    // (listen(2)'s backlog; 0 counts as 1; those in their handshake are handshakeLimit's).
+    // Past it the listener stops taking connections and the kernel's listen queue holds them;
+    // queued connections that are already over (abandoned by their peer, nothing to read)
+    // are dropped to make room and never handed out. Not with sharedAcceptQueue.
     std::size_t backlog = 128;
 };
 
