@@ -405,7 +405,8 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     std::optional<V2Terms> v2;
     if (choice.version >= clc::kVersion2)
         v2 = serverTerms(smcr, proposal, choice);
-    MutexLocker pending(smcr.serverPending);
+    MutexLocker pending(
+        smcr.serverPendingFor(proposal.systemId, v2 ? proposal.v2.roceV2Gid : proposal.gid));
 
     // Same peer system id and a live link to the device it proposes from (v2: its GID in
     // the v2 extension; Linux's v2 PROPOSAL has a zero system id, GID and MAC).
@@ -438,6 +439,9 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
         if (!l)
             return decline(stack, fd, DeclineCode::NoActLink, version, options);
         local = *l;
+        // A join has its group: the next handshake with this peer need not wait for our
+        // client's CONFIRM (up to clcTimeout). complete() below checks the group again.
+        pending.unlock();
     }
     ConnectionPtr conn = hs->connection();
     auto fail = [&](const char* why) {

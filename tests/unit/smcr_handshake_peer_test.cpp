@@ -104,6 +104,43 @@ TEST(SmcrHandshake, MalformedConfirmIsAnErrorAndLeaksNoBuffer)
     EXPECT_EQ(&*server->smcr()->groups->groups().front(), &group);
 }
 
+// Strangers that propose first contacts and then never CONFIRM hold up no other peer's
+// handshake: a real client gets its first contact, then a join, while they wait.
+TEST(SmcrHandshake, SilentFirstContactsHoldUpNoOtherPeer)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    SocketOptions slow = smcrOnly();
+    slow.clcTimeout = 3s;
+    std::vector<TcpPair> strangers;
+    std::vector<std::future<Result<net::Outcome>>> waiting;
+    for (std::uint8_t i = 0; i < 3; ++i) {
+        strangers.push_back(tcpPair());
+        TcpPair& p = strangers.back();
+        waiting.push_back(std::async(std::launch::async, [&, fd = p.server.get()] {
+            return net::serverHandshake(*server, fd, slow);
+        }));
+        ASSERT_TRUE(net::writeClc(p.client.get(),
+                                  fakeProposal(p.client.get(), SystemId{9, 9, 9, 9, 9, 9, 9, i}),
+                                  net::deadlineAfter(5s)));
+        Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
+        ASSERT_TRUE(accept) << i << ": " << accept.error().message(); // before: only the first
+    }
+    SocketOptions quick = smcrOnly();
+    quick.clcTimeout = 1s; // before, the server's one lock was the strangers' for 3 s
+    for (int round = 0; round < 2; ++round) {
+        TcpPair real = tcpPair();
+        Both b = handshake(*server, *client, real, smcrOnly(), quick);
+        ASSERT_TRUE(smcr(b.client))
+            << round << ": " << (b.client ? "" : b.client.error().message());
+        ASSERT_TRUE(smcr(b.server)) << round;
+        EXPECT_EQ(smcr(b.server)->firstContact, round == 0);
+    }
+    for (auto& w : waiting)
+        EXPECT_FALSE(w.get()); // their CONFIRM never came
+}
+
 // A peer that opens TCP, proposes with a fresh system id and then drops (or sends a bad
 // CONFIRM) costs the server a group and a link for that handshake only: the terminated
 // groups are released, so rounds of it leave no groups, links or registrations behind.
