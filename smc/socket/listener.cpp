@@ -131,20 +131,25 @@ public:
 
     // Whether another connection may come in (options.backlog); when not, first drops
     // queued connections that are over.
+    // A scan of a full queue costs a look at every connection: at most one per 100 ms.
     bool hasRoom() noexcept
     {
-        const std::size_t limit = std::max<std::size_t>(options_.backlog, 1);
         std::vector<std::shared_ptr<SocketImpl>> over;
         bool room = false;
         {
             MutexLocker lock(mutex_);
-            if (queue_.size() >= limit)
+            const auto now = Clock::now();
+            if (queue_.size() >= backlog() && now >= nextScan_) {
                 over = takeAbandonedLocked();
-            room = queue_.size() < limit;
+                nextScan_ = now + std::chrono::milliseconds(100);
+            }
+            room = queue_.size() < backlog();
         }
         closeLater(std::move(over));
         return room;
     }
+
+    std::size_t backlog() const noexcept { return std::max<std::size_t>(options_.backlog, 1); }
 
     std::vector<std::shared_ptr<SocketImpl>> takeAbandonedLocked() SMC_REQUIRES(mutex_)
     {
@@ -155,11 +160,16 @@ public:
             over.push_back(std::move(s));
             return true;
         });
-        if (queue_.empty()) {
-            std::uint64_t count = 0;
-            (void)!::read(ready_.get(), &count, sizeof count);
-        }
+        if (queue_.empty())
+            drainReady();
         return over;
+    }
+
+    // Not readable any more: the queue is empty.
+    void drainReady() noexcept
+    {
+        std::uint64_t count = 0;
+        (void)!::read(ready_.get(), &count, sizeof count);
     }
 
     // Closes connections nobody accepted on the handshake pool: an SMC-R close waits for
@@ -344,18 +354,24 @@ public:
         wake_.notify_all();
     }
 
-    // The oldest queued connection that is not over already (those are dropped).
+    // The oldest queued connection that is not over already (those before it are dropped).
     Result<std::shared_ptr<SocketImpl>> pop(std::chrono::milliseconds timeout)
     {
         const auto deadline = net::deadlineAfter(timeout);
         std::vector<std::shared_ptr<SocketImpl>> over;
         std::shared_ptr<SocketImpl> impl;
         bool closed = false;
+        bool wasFull = false;
         {
             MutexLocker lock(mutex_);
             for (;;) {
-                for (auto& s : takeAbandonedLocked()) // cheap: the queue is bounded
-                    over.push_back(std::move(s));
+                wasFull = queue_.size() >= backlog();
+                while (!queue_.empty() && queue_.front()->abandoned()) {
+                    over.push_back(std::move(queue_.front()));
+                    queue_.pop_front();
+                    if (queue_.empty())
+                        drainReady();
+                }
                 if (!queue_.empty() || closed_)
                     break;
                 if (deadline == net::Deadline::max())
@@ -367,12 +383,11 @@ public:
             if (!queue_.empty() && !closed_) {
                 impl = std::move(queue_.front());
                 queue_.pop_front();
-                std::uint64_t count = 0;
                 if (queue_.empty())
-                    (void)!::read(ready_.get(), &count, sizeof count);
+                    drainReady();
             }
         }
-        if (impl || !over.empty())
+        if (wasFull) // the accepting thread waits for room
             roomMade();
         closeLater(std::move(over));
         if (impl) {
@@ -475,6 +490,7 @@ private:
     // Connections whose first CLC message is awaited (awaitProposal), and settles under way.
     std::set<std::shared_ptr<Arrival>> arrivals_ SMC_GUARDED_BY(mutex_);
     unsigned settling_ SMC_GUARDED_BY(mutex_) = 0;
+    Clock::time_point nextScan_ SMC_GUARDED_BY(mutex_){}; // hasRoom()'s scans of a full queue
 };
 
 Listener::Listener() = default;

@@ -84,7 +84,7 @@ struct SocketOptions {
     // Past it the listener stops taking connections and the kernel's listen queue holds them;
     // queued connections that are already over (abandoned by their peer, nothing to read)
     // are dropped to make room and never handed out. Not with sharedAcceptQueue.
-    std::size_t backlog = 128;
+    std::size_t backlog = 4096;
 };
 
 // What Socket::recvZeroCopy handed out, in stream order: view[0], view[1], then the first
