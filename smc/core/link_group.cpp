@@ -103,6 +103,11 @@ void LinkGroup::terminate(std::string reason, llc::DeleteReason code, bool order
     llc_->terminate(std::move(reason), code, orderly);
 }
 
+void LinkGroup::probeLinks()
+{
+    llc_->probeLinks();
+}
+
 // --- What the LLC engine asks of us ----------------------------------------------
 
 std::vector<llc::RkeyPair> LinkGroup::rmbRkeys(unsigned from, unsigned to)

@@ -119,6 +119,10 @@ public:
     void terminate(std::string reason,
                    llc::DeleteReason code = llc::DeleteReason::ProgramTerminated,
                    bool orderly = true);
+    // Asks the peer over every active link now (TEST_LINK); a link it does not answer within
+    // timeouts.wait goes down, and the group with its last link. For a claim about the group
+    // that only the peer can prove. Blocks at most for one send per link.
+    void probeLinks();
 
     // A connection's buffers and link (the least loaded, or `linkId`: a client
     // rides the link the server chose), without the peer's RMB: see Handshake.

@@ -141,6 +141,9 @@ public:
     Result<void> requestAddLink();
     Result<void> deleteLink(unsigned slot);
     void terminate(std::string reason, llc::DeleteReason code, bool orderly);
+    // A TEST_LINK on every active link now; one not answered within timeouts.wait goes
+    // down (LinkGroup::probeLinks). Blocks at most for one send per link.
+    void probeLinks();
     Result<void> breakLink(unsigned slot);
 
     // The RKEY flows of one connection's RMB, holding `token` (acquire one
@@ -248,6 +251,8 @@ private:
     void remoteDeleteRkey(unsigned slot, const llc::Message& m);
     // flows/test_link.cpp
     void testLinks();
+    // Active links whose TEST_LINK went unanswered for timeouts.wait go down.
+    void expireProbes(Clock::time_point now) SMC_REQUIRES(mutex_);
     void echoTestLink(unsigned slot, std::uint64_t epoch, llc::Message m) SMC_REQUIRES(mutex_);
     void sendEchoes(unsigned slot, std::uint64_t epoch);
 

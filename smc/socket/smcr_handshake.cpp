@@ -459,10 +459,12 @@ Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposa
     Result<clc::Message> answer = readClc(fd, deadlineAfter(options.clcTimeout));
     if (answer) {
         if (const auto* d = std::get_if<clc::Decline>(&*answer)) {
-            // Out of sync: the client has no group to match ours; Linux ends it.
+            // Out of sync: the client says it has no group to match ours. Linux ends the group;
+            // but anybody can propose a peer's system id and GID and say so, so the peer is
+            // asked over the group's links first: the group ends only if it does not answer.
             fail(d->outOfSync ? "client out of sync" : "client declined");
             if (d->outOfSync && !first)
-                group->terminate("client out of sync", llc::DeleteReason::ProgramTerminated, true);
+                group->probeLinks();
             return Outcome(Fallback{d->diagnosis, true});
         }
     }

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <future>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -102,6 +103,64 @@ TEST(SmcrHandshake, MalformedConfirmIsAnErrorAndLeaksNoBuffer)
     EXPECT_EQ(group.pool().stats().rmb.inUseBytes, inUse);
     EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().size() == 1; }));
     EXPECT_EQ(&*server->smcr()->groups->groups().front(), &group);
+}
+
+// A peer that proposes the real client's system id, GID and MAC joins its group and then
+// declines "out of sync": the server believes it only if the group's links do not answer.
+// `silent`: the real client's link ends drop everything from the ACCEPT on (it really lost
+// the group).
+void outOfSyncClaim(bool silent)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId, 255, 200ms);
+    auto client = makeStack(&f, kClientId, 255, 200ms);
+    TcpPair real = tcpPair();
+    Both b = handshake(*server, *client, real);
+    ASSERT_TRUE(smcr(b.server) && smcr(b.client));
+    std::shared_ptr<LinkGroup> group = smcr(b.server)->group;
+
+    TcpPair p = tcpPair();
+    auto result = std::async(std::launch::async, [&] {
+        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+    });
+    ASSERT_TRUE(net::writeClc(
+        p.client.get(),
+        fakeProposal(p.client.get(), kClientId, client->smcr()->gid, client->smcr()->mac),
+        net::deadlineAfter(5s)));
+    Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
+    ASSERT_TRUE(accept && std::holds_alternative<clc::Accept>(*accept));
+    EXPECT_FALSE(std::get<clc::Accept>(*accept).firstContact); // a join of the real group
+    if (silent)
+        for (std::uint32_t qpn = 0; qpn <= f.fabric.lastQpn(); ++qpn)
+            try {
+                f.fabric.channel(qpn + 0x10000)->faults().drop = 1 << 20;
+            } catch (const std::out_of_range&) { // not a link of the group
+            }
+    clc::Decline d = clc::makeDecline(clc::DeclineCode::SyncErr, clc::kVersion1, kClientId);
+    d.outOfSync = true;
+    ASSERT_TRUE(net::writeClc(p.client.get(), d, net::deadlineAfter(5s)));
+    Result<net::Outcome> r = result.get();
+    ASSERT_TRUE(r && std::holds_alternative<net::Fallback>(*r));
+    if (silent) {
+        EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }))
+            << "a group whose peer is gone lives on";
+        return;
+    }
+    std::this_thread::sleep_for(800ms); // the probe's wait (200 ms) is over
+    ASSERT_EQ(server->smcr()->groups->groups().size(), 1u) << "a stranger ended the group";
+    EXPECT_EQ(&*server->smcr()->groups->groups().front(), group.get());
+    EXPECT_GE(group->activeLinks(), 1u);
+    EXPECT_EQ(group->connectionCount(), 1u); // the real connection, still there
+}
+
+TEST(SmcrHandshake, AnOutOfSyncClaimEndsNoGroupWhosePeerAnswers)
+{
+    outOfSyncClaim(false);
+}
+
+TEST(SmcrHandshake, AnOutOfSyncClaimEndsAGroupWhosePeerIsGone)
+{
+    outOfSyncClaim(true);
 }
 
 // Strangers that propose first contacts and then never CONFIRM hold up no other peer's

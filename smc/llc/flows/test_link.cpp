@@ -51,6 +51,48 @@ void LlcEngine::sendEchoes(unsigned slot, std::uint64_t epoch)
 }
 
 // One tick of the group's keepalive timer (a short task: it never waits).
+void LlcEngine::expireProbes(Clock::time_point now)
+{
+    for (unsigned s = 0; s < kMaxLinks; ++s) {
+        Link& l = links_[s];
+        if (l.state == LinkState::Active && l.testPending &&
+            now - l.testSentAt >= config_.timeouts.wait) {
+            l.testPending = false; // a missed reply takes the link down
+            downs_.push_back({s, l.epoch, std::nullopt});
+            scheduleEvents();
+        }
+    }
+}
+
+// Whether the peer is still there, asked now (not after the idle interval): a claim that it
+// forgot the group is believed only when its links do not answer.
+void LlcEngine::probeLinks()
+{
+    const auto now = Clock::now();
+    std::vector<std::shared_ptr<LinkChannel>> probe;
+    {
+        MutexLocker lock(mutex_);
+        if (stopping_ || terminated_)
+            return;
+        for (unsigned s = 0; s < kMaxLinks; ++s) {
+            Link& l = links_[s];
+            if (l.state != LinkState::Active || l.testPending || !l.channel)
+                continue;
+            l.testPending = true;
+            l.testSentAt = now;
+            ++stats_.messagesOut;
+            probe.push_back(l.channel);
+        }
+        events_.postAfter(config_.timeouts.wait + std::chrono::milliseconds(1), [this] {
+            MutexLocker later(mutex_);
+            if (!stopping_ && !terminated_)
+                expireProbes(Clock::now());
+        });
+    }
+    for (const auto& channel : probe) // a send may wait for a slot: not under the lock
+        (void)channel->send(wire({1, false, llc::TestLink{}}));
+}
+
 void LlcEngine::testLinks()
 {
     const auto now = Clock::now();
@@ -61,21 +103,15 @@ void LlcEngine::testLinks()
             return;
         for (unsigned s = 0; s < kMaxLinks; ++s) {
             Link& l = links_[s];
-            if (l.state != LinkState::Active)
-                continue;
-            if (l.testPending) {
-                if (now - l.testSentAt >= config_.timeouts.wait) {
-                    l.testPending = false; // a missed reply takes the link down
-                    downs_.push_back({s, l.epoch, std::nullopt});
-                    scheduleEvents();
-                }
-            } else if (now - l.lastRx >= config_.timeouts.testLink && l.channel) {
+            if (l.state == LinkState::Active && !l.testPending && l.channel &&
+                now - l.lastRx >= config_.timeouts.testLink) {
                 l.testPending = true;
                 l.testSentAt = now;
                 ++stats_.messagesOut;
                 probe.push_back(l.channel);
             }
         }
+        expireProbes(now); // after: a link that just went down is not probed again
     }
     for (const auto& channel : probe) // a send may wait for a slot: not under the lock
         (void)channel->send(wire({1, false, llc::TestLink{}}));
