@@ -200,86 +200,108 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     return Outcome(SmcdSetup{*rmb, std::move(*peer), serverGid, groupIdFrom(server)});
 }
 
-Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options)
+namespace
+{
+Result<ServerStep> lift(Result<Outcome> r)
+{
+    if (!r)
+        return r.error();
+    return ServerStep(std::move(*r));
+}
+} // namespace
+
+void SmcdPending::giveBack() noexcept
+{
+    if (!rmb_)
+        return;
+    (void)stack_->device().revoke(rmb_->dmbToken());
+    stack_->markServerRmb(rmb_->dmbToken(), false);
+    (void)stack_->pool().release(std::exchange(rmb_, {}));
+}
+
+Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
     Result<bool> clc = startsWithClc(fd, deadline);
     if (!clc && clc.error() != std::errc::timed_out)
         return clc.error();
     if (!clc || !*clc)
-        return Outcome(Fallback{clc::DeclineCode::PeerNoSmc, false});
+        return ServerStep(Outcome(Fallback{clc::DeclineCode::PeerNoSmc, false}));
 
     Result<clc::Message> first = readClc(fd, deadline);
     if (!first) {
         if (first.error().category() != clcCategory())
             return first.error();
         const bool badVersion = first.error() == ClcErrc::BadVersion;
-        return sendDecline(fd,
-                           badVersion ? clc::DeclineCode::VersMismat : clc::DeclineCode::ModeUnsupp,
-                           clc::kVersion2, {}, deadline);
+        return lift(sendDecline(
+            fd, badVersion ? clc::DeclineCode::VersMismat : clc::DeclineCode::ModeUnsupp,
+            clc::kVersion2, {}, deadline));
     }
     if (const auto* d = std::get_if<clc::Decline>(&*first))
-        return Outcome(peerDeclined(*d));
+        return ServerStep(Outcome(peerDeclined(*d)));
     const auto* p = std::get_if<clc::Proposal>(&*first);
     if (p == nullptr)
-        return sendDecline(fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, {}, deadline);
+        return lift(sendDecline(fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, {}, deadline));
     const std::uint8_t version = p->version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
 
     const clc::Negotiation n = negotiate(capabilities(stack, fd, options.mode), *p);
     if (const auto* reason = std::get_if<clc::DeclineCode>(&n))
-        return sendDecline(fd, *reason, version, {}, deadline);
+        return lift(sendDecline(fd, *reason, version, {}, deadline));
     const clc::Choice& choice = std::get<clc::Choice>(n);
     if (choice.type == clc::SmcType::SmcR && stack.smcr() != nullptr)
-        return smcrServer(stack, fd, *p, choice, version, options);
+        return lift(smcrServer(stack, fd, *p, choice, version, options));
     if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
-        return sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline);
+        return lift(sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline));
 
     Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
     if (!rmb)
-        return sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline);
-    const IsmGid clientGid{choice.peerGid, choice.peerGidExt};
-    auto giveBack = [&] {
-        (void)stack.device().revoke((*rmb)->dmbToken());
-        stack.markServerRmb((*rmb)->dmbToken(), false);
-        (void)stack.pool().release(*rmb);
-    };
-    stack.markServerRmb((*rmb)->dmbToken(), true);
-    if (!stack.device().grant((*rmb)->dmbToken(), clientGid)) {
-        giveBack();
-        return sendDecline(fd, clc::DeclineCode::IntErr, version, {}, deadline);
-    }
+        return lift(sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline));
     // Every connection is its own SMC-D group here: one DMB each way, nothing shared.
-    const auto groupId = static_cast<std::uint32_t>((*rmb)->dmbToken());
-    clc::Accept accept{ourDmb(stack, *rmb, groupId, true, choice.eid, choice.release)};
-    if (Result<void> sent = writeClc(fd, accept, deadline); !sent) {
-        giveBack();
+    SmcdPending pending(stack, *rmb, {choice.peerGid, choice.peerGidExt},
+                        static_cast<std::uint32_t>((*rmb)->dmbToken()));
+    stack.markServerRmb((*rmb)->dmbToken(), true);
+    if (!stack.device().grant((*rmb)->dmbToken(), pending.client()))
+        return lift(sendDecline(fd, clc::DeclineCode::IntErr, version, {}, deadline));
+    clc::Accept accept{ourDmb(stack, *rmb, pending.groupId(), true, choice.eid, choice.release)};
+    if (Result<void> sent = writeClc(fd, accept, deadline); !sent)
         return sent.error();
-    }
+    return ServerStep(std::move(pending));
+}
 
+Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
+                             const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    const IsmGid& clientGid = pending.client();
     Result<clc::Message> answer = readClc(fd, deadline);
-    if (answer) {
-        if (const auto* d = std::get_if<clc::Decline>(&*answer)) {
-            giveBack();
+    if (answer)
+        if (const auto* d = std::get_if<clc::Decline>(&*answer))
             return Outcome(peerDeclined(*d));
-        }
-    }
     const auto* confirm = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
     const auto* named = confirm ? std::get_if<clc::SmcdAcceptConfirm>(&confirm->path) : nullptr;
     // A client of this stack may name its own RMB; one that names an RMB of our servers is
     // not a client of ours, but a stranger that proposed our GID.
     if (named == nullptr || !usable(stack, *confirm) || named->gidExt != clientGid.gidExt ||
         (clientGid == stack.device().localGid() && stack.isServerRmb(named->token))) {
-        giveBack();
         if (!answer && answer.error().category() != clcCategory())
             return answer.error();
         return std::make_error_code(std::errc::protocol_error);
     }
     Result<RemoteDmb> peer = mapPeer(stack, *named, deadline);
-    if (!peer) {
-        giveBack();
+    if (!peer)
         return peer.error();
-    }
-    return Outcome(SmcdSetup{*rmb, std::move(*peer), clientGid, groupId});
+    const std::uint32_t groupId = pending.groupId();
+    return Outcome(SmcdSetup{pending.take(), std::move(*peer), clientGid, groupId});
+}
+
+Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options)
+{
+    Result<ServerStep> begun = serverBegin(stack, fd, options);
+    if (!begun)
+        return begun.error();
+    if (auto* pending = std::get_if<SmcdPending>(&*begun))
+        return serverFinish(stack, fd, std::move(*pending), options);
+    return std::move(std::get<Outcome>(*begun));
 }
 
 Result<Outcome> sendDecline(int fd, clc::DeclineCode reason, std::uint8_t version,

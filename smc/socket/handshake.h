@@ -75,4 +75,45 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // named.
 Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options);
 
+// An SMC-D server handshake between our ACCEPT and the client's CONFIRM: our RMB, granted to
+// the client. Dropped unfinished, it gives the RMB back (revoked, to the pool).
+class SmcdPending
+{
+public:
+    SmcdPending(SmcStack& stack, BufferRef rmb, IsmGid client, std::uint32_t groupId) noexcept
+        : stack_(&stack), rmb_(rmb), client_(client), groupId_(groupId)
+    {
+    }
+    SmcdPending(SmcdPending&& other) noexcept
+        : stack_(other.stack_), rmb_(std::exchange(other.rmb_, {})), client_(other.client_),
+          groupId_(other.groupId_)
+    {
+    }
+    SmcdPending& operator=(SmcdPending&&) = delete;
+    ~SmcdPending() { giveBack(); }
+
+    const BufferRef& rmb() const noexcept { return rmb_; }
+    const IsmGid& client() const noexcept { return client_; }
+    std::uint32_t groupId() const noexcept { return groupId_; }
+    // The RMB is the connection's now: not given back.
+    BufferRef take() noexcept { return std::exchange(rmb_, {}); }
+    void giveBack() noexcept;
+
+private:
+    SmcStack* stack_;
+    BufferRef rmb_;
+    IsmGid client_;
+    std::uint32_t groupId_;
+};
+
+// serverHandshake in two steps, so that the wait for CONFIRM holds no thread: serverBegin
+// runs it up to our SMC-D ACCEPT (then SmcdPending: the caller waits until the CONFIRM is
+// there, net::firstMessageQueued) or to its end (SMC-R, fallbacks, errors: the Outcome);
+// serverFinish reads the CONFIRM (up to options.clcTimeout) and maps the client's DMB.
+// Errors: serverHandshake's.
+using ServerStep = std::variant<Outcome, SmcdPending>;
+Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& options);
+Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
+                             const SocketOptions& options);
+
 } // namespace smc::net

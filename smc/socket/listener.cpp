@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -20,9 +21,6 @@
 
 namespace smc
 {
-
-Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
-                                              const SocketOptions& options);
 
 // Admission never waits for a handshake (seed 003): the listener's own thread accepts and
 // hands each new TCP connection to the stack's handshake pool, which runs CLC and queues the
@@ -211,27 +209,32 @@ public:
         if (options_.sharedAcceptQueue) // the old design: the handshake waits on the pool
             handshake(std::move(fd), false);
         else
-            awaitProposal(std::move(fd));
+            awaitMessage(std::move(fd),
+                         [this](UniqueFd f, bool late) { handshake(std::move(f), late); });
     }
 
-    // A new connection's first CLC message (or what shows there is none) is waited for on
-    // the epoll thread, not on a handshake thread: a client that is slow to send it, or
-    // sends part and stalls, holds no thread, and the handshake starts with it all queued.
+    // The client's next CLC message (the PROPOSAL, then SMC-D's CONFIRM), or what shows
+    // there is none, is waited for on the epoll thread, not on a handshake thread: a client
+    // that is slow to send it, or sends part and stalls, holds no thread, and the handshake
+    // goes on with it all queued. `next` gets the connection then; `late`: clcTimeout passed.
+    using Next = std::function<void(UniqueFd, bool late)>;
     struct Arrival {
         Mutex mutex; // registration, then whichever of readiness and timer settles it first
         UniqueFd fd SMC_GUARDED_BY(mutex);
         int watch SMC_GUARDED_BY(mutex) = -1;
         Executor::TimerId timer SMC_GUARDED_BY(mutex);
         bool settled SMC_GUARDED_BY(mutex) = false;
+        Next next; // set before the arrival is shared
     };
 
-    void awaitProposal(UniqueFd fd) noexcept
+    void awaitMessage(UniqueFd fd, Next next) noexcept
     {
-        if (net::firstMessageQueued(fd.get())) { // came with the connection: no wait, no hop
-            handshake(std::move(fd), false);
+        if (net::firstMessageQueued(fd.get())) { // already there: no wait, no hop
+            next(std::move(fd), false);
             return;
         }
         auto a = std::make_shared<Arrival>();
+        a->next = std::move(next);
         {
             MutexLocker lock(mutex_);
             arrivals_.insert(a);
@@ -248,13 +251,13 @@ public:
                     if (auto arrival = w.lock())
                         l->settle(arrival, false);
         });
-        if (a->watch < 0) { // epoll refused it: wait on a thread
+        if (a->watch < 0) { // epoll refused it: take it as late (the wait had no chance)
             a->settled = true;
             {
                 MutexLocker listener(mutex_);
                 arrivals_.erase(a);
             }
-            handshake(std::move(a->fd), false);
+            a->next(std::move(a->fd), true);
             return;
         }
         a->timer = executor.postAfter(options_.clcTimeout, [self, a] {
@@ -263,8 +266,8 @@ public:
         });
     }
 
-    // The first of readiness and timer hands the connection to a handshake; `late`: the
-    // timer, with less than the first message there.
+    // The first of readiness and timer hands the connection on; `late`: the timer, with less
+    // than the message there.
     // close() waits for a settle under way: counted while the arrival is still locked, so
     // close() either sees it settled and counted or settles it itself.
     void settle(const std::shared_ptr<Arrival>& a, bool late) noexcept
@@ -287,14 +290,16 @@ public:
         stack_.executor().unwatch(watch); // before the fd goes: from its callback, no wait
         if (!late)
             stack_.executor().cancel(timer);
-        handshake(std::move(fd), late);
+        a->next(std::move(fd), late);
         MutexLocker listener(mutex_);
         if (--settling_ == 0)
             wake_.notify_all();
     }
 
-    // The server handshake on the pool. `late`: the client's first message did not come in
-    // time: the handshake decides at once on what is there (as its own wait would have).
+    // The server handshake on the pool, up to SMC-D's ACCEPT: the CONFIRM is awaited as
+    // the PROPOSAL was (the shared queue waits on the pool, as it always did). `late`: the
+    // client's message did not come in time: the handshake decides at once on what is there
+    // (as its own wait would have).
     void handshake(UniqueFd fd, bool late) noexcept
     {
         auto child = std::make_shared<UniqueFd>(std::move(fd));
@@ -303,18 +308,62 @@ public:
             auto l = self.lock();
             if (!l)
                 return;
-            SocketOptions options = l->options_;
-            if (late)
-                options.clcTimeout = std::chrono::milliseconds(0);
-            Result<std::shared_ptr<SocketImpl>> impl =
-                establish(l->stack_, std::move(*child), true, options);
-            if (impl) {
-                l->push(std::move(*impl), true);
-            } else {
-                l->pending_.fetch_sub(1, std::memory_order_relaxed);
-                l->roomMade();
+            const SocketOptions options = l->options(late);
+            if (l->options_.sharedAcceptQueue) {
+                l->queueOrDrop(establish(l->stack_, std::move(*child), true, options));
+                return;
             }
+            Result<net::ServerStep> step = net::serverBegin(l->stack_, child->get(), options);
+            if (step)
+                if (auto* pending = std::get_if<net::SmcdPending>(&*step)) {
+                    auto state = std::make_shared<net::SmcdPending>(std::move(*pending));
+                    l->awaitMessage(std::move(*child), [l = l.get(), state](UniqueFd f, bool t) {
+                        l->confirm(std::move(f), state, t);
+                    });
+                    return;
+                }
+            Result<net::Outcome> outcome =
+                step ? Result<net::Outcome>(std::move(std::get<net::Outcome>(*step)))
+                     : Result<net::Outcome>(step.error());
+            l->queueOrDrop(
+                connectionOf(l->stack_, std::move(*child), true, options, std::move(outcome)));
         });
+    }
+
+    // SMC-D's CONFIRM is there (or late): the rest of the handshake, on the pool.
+    void confirm(UniqueFd fd, std::shared_ptr<net::SmcdPending> state, bool late) noexcept
+    {
+        auto child = std::make_shared<UniqueFd>(std::move(fd));
+        std::weak_ptr<ListenerImpl> self = weak_from_this();
+        stack_.handshakes().postBlocking([self, child, state, late] {
+            auto l = self.lock();
+            if (!l)
+                return; // `state` gives its RMB back
+            const SocketOptions options = l->options(late);
+            Result<net::Outcome> outcome =
+                net::serverFinish(l->stack_, child->get(), std::move(*state), options);
+            l->queueOrDrop(
+                connectionOf(l->stack_, std::move(*child), true, options, std::move(outcome)));
+        });
+    }
+
+    SocketOptions options(bool late) const
+    {
+        SocketOptions o = options_;
+        if (late)
+            o.clcTimeout = std::chrono::milliseconds(0);
+        return o;
+    }
+
+    // A handshake is over: its connection queues for accept(), or it failed.
+    void queueOrDrop(Result<std::shared_ptr<SocketImpl>> impl) noexcept
+    {
+        if (impl) {
+            push(std::move(*impl), true);
+        } else {
+            pending_.fetch_sub(1, std::memory_order_relaxed);
+            roomMade();
+        }
     }
 
     // Too many handshakes pending: TCP at once. The DECLINE goes before the PROPOSAL is read
@@ -423,11 +472,13 @@ public:
             UniqueFd fd;
             int watch = -1;
             Executor::TimerId timer;
+            Next next; // goes here, with what it holds (an RMB), not with a late timer task
             {
                 MutexLocker lock(a->mutex);
                 if (a->settled)
                     continue;
                 a->settled = true;
+                next = std::move(a->next);
                 fd = std::move(a->fd);
                 watch = a->watch;
                 timer = a->timer;

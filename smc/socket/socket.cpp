@@ -255,7 +255,6 @@ ConnectionInfo SocketImpl::info() const
     return i;
 }
 
-// Runs the handshake on a connected TCP socket and makes the connection of its outcome.
 Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
                                               const SocketOptions& options)
 {
@@ -268,6 +267,13 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
     }
     Result<net::Outcome> outcome = server ? net::serverHandshake(stack, tcp.get(), options)
                                           : net::clientHandshake(stack, tcp.get(), options);
+    return connectionOf(stack, std::move(tcp), server, options, std::move(outcome));
+}
+
+Result<std::shared_ptr<SocketImpl>> connectionOf(SmcStack& stack, UniqueFd tcp, bool server,
+                                                 const SocketOptions& options,
+                                                 Result<net::Outcome> outcome)
+{
     if (!outcome) {
         stack.countHandshakeError();
         return outcome.error();

@@ -10,6 +10,7 @@
 #include "base/unique_fd.h"
 #include "smc/socket/clc_io.h"
 #include "smc/socket/data_path.h"
+#include "smc/socket/handshake.h"
 #include "smc/socket/ready_fd.h"
 #include "smc/socket/stack.h"
 
@@ -82,5 +83,15 @@ private:
     Mutex tcpWatchRunning_;
     std::function<void()> peerGoneHook_ SMC_GUARDED_BY(tcpWatchRunning_);
 };
+
+// Runs the handshake on a connected TCP socket (none for Mode::Tcp) and makes the connection
+// of its outcome. Errors: the handshake's. Blocks as the handshake.
+Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
+                                              const SocketOptions& options);
+// The connection of a handshake's outcome, counted in the stack's statistics. Errors: the
+// outcome's, the data path's setup's. Does not block.
+Result<std::shared_ptr<SocketImpl>> connectionOf(SmcStack& stack, UniqueFd tcp, bool server,
+                                                 const SocketOptions& options,
+                                                 Result<net::Outcome> outcome);
 
 } // namespace smc
