@@ -66,12 +66,13 @@ public:
         for (;;) {
             const bool room = hasRoom();
             // Out of descriptors or memory, the queue stays readable: wait for close() a
-            // little instead of spinning on it. Without room, look again now and then: a
-            // queued TCP connection the peer reset tells nobody.
+            // little instead of spinning on it. Without room, look again each scan period: a
+            // queued TCP connection the peer reset tells nobody, and a ring may have come
+            // while the last scan was too recent.
             const int rc = ::poll(fds.data(), room && !starved ? 3 : 2,
                                   starved ? 10
                                   : room  ? -1
-                                          : 1000);
+                                          : static_cast<int>(kScanPeriod.count()));
             if (rc < 0 && errno != EINTR)
                 return;
             if (fds[0].revents != 0)
@@ -128,8 +129,8 @@ public:
     }
 
     // Whether another connection may come in (options.backlog); when not, first drops
-    // queued connections that are over.
-    // A scan of a full queue costs a look at every connection: at most one per 100 ms.
+    // queued connections that are over. A scan looks at every connection: at most one per
+    // kScanPeriod.
     bool hasRoom() noexcept
     {
         std::vector<std::shared_ptr<SocketImpl>> over;
@@ -139,7 +140,7 @@ public:
             const auto now = Clock::now();
             if (queue_.size() >= backlog() && now >= nextScan_) {
                 over = takeAbandonedLocked();
-                nextScan_ = now + std::chrono::milliseconds(100);
+                nextScan_ = now + kScanPeriod;
             }
             room = queue_.size() < backlog();
         }
@@ -148,6 +149,7 @@ public:
     }
 
     std::size_t backlog() const noexcept { return std::max<std::size_t>(options_.backlog, 1); }
+    static constexpr std::chrono::milliseconds kScanPeriod{100};
 
     std::vector<std::shared_ptr<SocketImpl>> takeAbandonedLocked() SMC_REQUIRES(mutex_)
     {
