@@ -253,6 +253,10 @@ private:
     void testLinks();
     // Active links whose TEST_LINK went unanswered for timeouts.wait go down.
     void expireProbes(Clock::time_point now) SMC_REQUIRES(mutex_);
+    // Active links without a TEST_LINK out (only those quiet for timeouts.testLink when
+    // `idleOnly`) get one: marked here, their channels returned to send it on after the lock.
+    std::vector<std::shared_ptr<LinkChannel>> markProbes(Clock::time_point now, bool idleOnly)
+        SMC_REQUIRES(mutex_);
     void echoTestLink(unsigned slot, std::uint64_t epoch, llc::Message m) SMC_REQUIRES(mutex_);
     void sendEchoes(unsigned slot, std::uint64_t epoch);
 

@@ -64,6 +64,23 @@ void LlcEngine::expireProbes(Clock::time_point now)
     }
 }
 
+std::vector<std::shared_ptr<LinkChannel>> LlcEngine::markProbes(Clock::time_point now,
+                                                                bool idleOnly)
+{
+    std::vector<std::shared_ptr<LinkChannel>> probe;
+    for (unsigned s = 0; s < kMaxLinks; ++s) {
+        Link& l = links_[s];
+        if (l.state != LinkState::Active || l.testPending || !l.channel ||
+            (idleOnly && now - l.lastRx < config_.timeouts.testLink))
+            continue;
+        l.testPending = true;
+        l.testSentAt = now;
+        ++stats_.messagesOut;
+        probe.push_back(l.channel);
+    }
+    return probe;
+}
+
 // Whether the peer is still there, asked now (not after the idle interval): a claim that it
 // forgot the group is believed only when its links do not answer.
 void LlcEngine::probeLinks()
@@ -74,15 +91,7 @@ void LlcEngine::probeLinks()
         MutexLocker lock(mutex_);
         if (stopping_ || terminated_)
             return;
-        for (unsigned s = 0; s < kMaxLinks; ++s) {
-            Link& l = links_[s];
-            if (l.state != LinkState::Active || l.testPending || !l.channel)
-                continue;
-            l.testPending = true;
-            l.testSentAt = now;
-            ++stats_.messagesOut;
-            probe.push_back(l.channel);
-        }
+        probe = markProbes(now, false);
         events_.postAfter(config_.timeouts.wait + std::chrono::milliseconds(1), [this] {
             MutexLocker later(mutex_);
             if (!stopping_ && !terminated_)
@@ -101,16 +110,7 @@ void LlcEngine::testLinks()
         MutexLocker lock(mutex_);
         if (stopping_ || terminated_)
             return;
-        for (unsigned s = 0; s < kMaxLinks; ++s) {
-            Link& l = links_[s];
-            if (l.state == LinkState::Active && !l.testPending && l.channel &&
-                now - l.lastRx >= config_.timeouts.testLink) {
-                l.testPending = true;
-                l.testSentAt = now;
-                ++stats_.messagesOut;
-                probe.push_back(l.channel);
-            }
-        }
+        probe = markProbes(now, true);
         expireProbes(now); // after: a link that just went down is not probed again
     }
     for (const auto& channel : probe) // a send may wait for a slot: not under the lock
