@@ -44,26 +44,17 @@ clc::Capabilities capabilities(SmcStack& stack, int fd, Mode mode)
     return caps;
 }
 
-// What Linux sends for an SMC-Dv2-only offer of loopback-ism (typev1 N: no SMC-D area
-// entry, no prefixes), with our host's GID and this process's extension.
 // SMC-R v1 alone (Mode::SmcR) is a version 1 proposal, as Linux sends it without v2 offers.
 clc::Proposal proposal(SmcStack& stack, Mode mode, const std::optional<clc::Ipv4Address>& local)
 {
-    const IsmGid gid = stack.device().localGid();
-    clc::Proposal p;
     if (mode == Mode::SmcR) {
+        clc::Proposal p;
         p.version = clc::kVersion1;
         offerSmcr(stack, *local, p);
         offerSmcrV2(stack, p);
         return p;
     }
-    p.version = clc::kVersion2;
-    p.typeV1 = clc::SmcType::None;
-    p.typeV2 = clc::SmcType::SmcD;
-    p.v2.release = clc::kRelease1;
-    p.v2.userEids = {stack.ueid()};
-    p.v2.featureMask = clc::kFeatureEmulatedIsm;
-    p.smcdV2.entries = {{gid.gid, clc::kLoopbackChid}, {gid.gidExt, clc::kLoopbackChid}};
+    clc::Proposal p = smcdProposal(stack.device().localGid(), stack.ueid());
     if (local && wantSmcr(stack, mode)) {
         offerSmcr(stack, *local, p);
         offerSmcrV2(stack, p);
@@ -137,6 +128,19 @@ Result<RemoteDmb> mapPeer(SmcStack& stack, const clc::SmcdAcceptConfirm& d, Dead
 }
 
 } // namespace
+
+clc::Proposal smcdProposal(const IsmGid& gid, const clc::Eid& ueid)
+{
+    clc::Proposal p;
+    p.version = clc::kVersion2;
+    p.typeV1 = clc::SmcType::None;
+    p.typeV2 = clc::SmcType::SmcD;
+    p.v2.release = clc::kRelease1;
+    p.v2.userEids = {ueid};
+    p.v2.featureMask = clc::kFeatureEmulatedIsm;
+    p.smcdV2.entries = {{gid.gid, clc::kLoopbackChid}, {gid.gidExt, clc::kLoopbackChid}};
+    return p;
+}
 
 clc::Hostname hostname()
 {

@@ -41,6 +41,10 @@ struct Fallback {
 
 using Outcome = std::variant<SmcdSetup, Fallback, SmcrSetup>;
 
+// What Linux sends for an SMC-Dv2-only offer of loopback-ism (typev1 N: no SMC-D area entry,
+// no prefixes) from the device `gid`, with one user EID.
+clc::Proposal smcdProposal(const IsmGid& gid, const clc::Eid& ueid);
+
 // The client's side after TCP connect. A DECLINE either way is a Fallback (ours is sent
 // first). Errors (the connection is unusable): timed_out (no ACCEPT within
 // options.clcTimeout), protocol_error (the answer is not CLC or not an ACCEPT or DECLINE),

@@ -15,6 +15,7 @@
 
 #include "smc/clc/clc_messages.h"
 #include "smc/ism/shm_ism.h"
+#include "smc/socket/handshake.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 
@@ -218,15 +219,8 @@ std::vector<std::vector<std::uint8_t>> seeds()
 {
     // A PROPOSAL this host's stacks accept (loopback-ism, the default UEID), so the server
     // answers and then waits for CONFIRM.
-    clc::Proposal p;
-    p.version = clc::kVersion2;
-    p.typeV1 = clc::SmcType::None;
-    p.typeV2 = clc::SmcType::SmcD;
-    p.v2.release = clc::kRelease1;
-    p.v2.userEids = {*clc::makeEid(StackConfig{}.ueid)};
-    p.v2.featureMask = clc::kFeatureEmulatedIsm;
-    const std::uint64_t gid = ShmIsm::hostGid();
-    p.smcdV2.entries = {{gid, clc::kLoopbackChid}, {0x0000000100000001, clc::kLoopbackChid}};
+    const clc::Proposal p = net::smcdProposal({ShmIsm::hostGid(), 0x0000000100000001},
+                                              *clc::makeEid(StackConfig{}.ueid));
     const std::vector<std::byte> proposal = clc::encode(p).value();
     const auto half = std::span(proposal).first(proposal.size() / 2);
     const std::vector<std::byte> decline =

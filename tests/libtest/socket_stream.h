@@ -11,27 +11,10 @@
 
 #include <gtest/gtest.h>
 
-#include "smc/clc/clc_messages.h"
-#include "smc/ism/shm_ism.h"
 #include "smc/socket/socket.h"
 
 namespace smc::test
 {
-
-// An SMC-Dv2 PROPOSAL of loopback-ism from the device `gid` with `stack`'s UEID, as a client
-// of the stack sends it (a stranger can claim any GID).
-inline clc::Proposal smcdProposal(const SmcStack& stack, const IsmGid& gid)
-{
-    clc::Proposal p;
-    p.version = clc::kVersion2;
-    p.typeV1 = clc::SmcType::None;
-    p.typeV2 = clc::SmcType::SmcD;
-    p.v2.release = clc::kRelease1;
-    p.v2.userEids = {stack.ueid()};
-    p.v2.featureMask = clc::kFeatureEmulatedIsm;
-    p.smcdV2.entries = {{gid.gid, clc::kLoopbackChid}, {gid.gidExt, clc::kLoopbackChid}};
-    return p;
-}
 
 struct SocketPair {
     Socket client;

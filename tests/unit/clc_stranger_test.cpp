@@ -17,10 +17,10 @@
 #include "smc/clc/clc_messages.h"
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/clc_io.h"
+#include "smc/socket/handshake.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/link_groups.h"
-#include "tests/libtest/socket_stream.h"
 
 namespace smc
 {
@@ -217,7 +217,7 @@ TEST(ClcStranger, ConfirmsCannotWireTheServerToItself)
     SocketOptions o;
     o.clcTimeout = 10s;
     Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
-    const clc::Proposal p = test::smcdProposal(*stack, stack->device().localGid());
+    const clc::Proposal p = net::smcdProposal(stack->device().localGid(), stack->ueid());
     std::array<UniqueFd, 2> raw;
     std::array<clc::Accept, 2> accepts;
     for (std::size_t i = 0; i < 2; ++i) {

@@ -13,10 +13,10 @@
 
 #include "smc/clc/clc_messages.h"
 #include "smc/socket/clc_io.h"
+#include "smc/socket/handshake.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/smcr_stacks.h"
-#include "tests/libtest/socket_stream.h"
 
 namespace smc
 {
@@ -115,7 +115,7 @@ TEST(Listener, StalledProposalsHoldNoHandshakeThread)
     o.clcTimeout = 2s;
     Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
     const std::vector<std::byte> proposal =
-        clc::encode(test::smcdProposal(*client, client->device().localGid())).value();
+        clc::encode(net::smcdProposal(client->device().localGid(), client->ueid())).value();
     std::vector<UniqueFd> stalled;
     for (int i = 0; i < 6; ++i) {
         stalled.push_back(silentClient(l.port()));
