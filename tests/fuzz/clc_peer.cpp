@@ -3,7 +3,6 @@
 #include "tests/fuzz/clc_peer.h"
 
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include "smc/socket/handshake.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
+#include "tests/libtest/liveness.h"
 
 namespace smc::clcpeer
 {
@@ -36,14 +36,6 @@ constexpr auto kCpuSlack = 50ms;
 {
     std::fprintf(stderr, "CLC PEER INVARIANT: %s\n", what);
     __builtin_trap();
-}
-
-std::chrono::microseconds processCpu()
-{
-    rusage u{};
-    ::getrusage(RUSAGE_SELF, &u);
-    return std::chrono::seconds(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           std::chrono::microseconds(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 SocketOptions options()
@@ -123,14 +115,14 @@ bool play(UniqueFd& fd, std::span<const std::uint8_t> steps)
 template <typename Done> void awaitEnd(Done done, Clock::duration bound, const char* what)
 {
     const auto start = Clock::now();
-    const auto cpu = processCpu();
+    const auto cpu = test::processCpu();
     while (!done()) {
         if (Clock::now() - start > bound)
             broken(what);
         std::this_thread::sleep_for(2ms);
     }
     const auto wall = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-    if (processCpu() - cpu > wall / 2 + kCpuSlack)
+    if (test::processCpu() - cpu > wall / 2 + kCpuSlack)
         broken("a thread spun while the handshake waited");
 }
 

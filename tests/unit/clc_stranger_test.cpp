@@ -2,7 +2,6 @@
 // A stranger speaking CLC over TCP: part of a header, then silence or the end. Every wait ends
 // by its deadline or at the peer's FIN, asleep: no thread spins on the bytes already queued.
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <gtest/gtest.h>
@@ -11,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <future>
 #include <thread>
 
 #include "smc/clc/clc_messages.h"
@@ -21,6 +19,7 @@
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/link_groups.h"
+#include "tests/libtest/liveness.h"
 
 namespace smc
 {
@@ -29,6 +28,8 @@ namespace
 
 using namespace std::chrono_literals;
 using test::eventually;
+using test::processCpu;
+using test::within;
 
 // The first bytes of a CLC message: the eyecatcher, then the type (PROPOSAL).
 constexpr std::array<std::byte, 5> kHead = {std::byte{0xe2}, std::byte{0xd4}, std::byte{0xc3},
@@ -37,30 +38,6 @@ constexpr std::array<std::byte, 5> kHead = {std::byte{0xe2}, std::byte{0xd4}, st
 std::unique_ptr<SmcStack> makeStack()
 {
     return std::move(SmcStack::create()).value();
-}
-
-// CPU time this process used (every thread), to tell sleeping from spinning.
-std::chrono::microseconds processCpu()
-{
-    rusage u{};
-    ::getrusage(RUSAGE_SELF, &u);
-    return std::chrono::seconds(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           std::chrono::microseconds(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-// f() on a thread of its own. A call that does not return in `limit` cannot be unwound: the
-// test says so and ends the process.
-template <typename F> auto within(std::chrono::seconds limit, F f) -> decltype(f())
-{
-    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
-    auto result = task->get_future();
-    std::thread([task] { (*task)(); }).detach();
-    if (result.wait_for(limit) != std::future_status::ready) {
-        std::fprintf(stderr, "FAILED: the call did not return within %lld s\n",
-                     static_cast<long long>(limit.count()));
-        std::abort();
-    }
-    return result.get();
 }
 
 void sendRaw(int fd, std::span<const std::byte> bytes)

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <future>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "tests/libtest/liveness.h"
 #include "tests/unit/shm_ism_support.h"
 
 namespace smc
@@ -141,19 +141,6 @@ TEST(ShmIsmServer, SilentRequestersDoNotWedgeTheOwner)
     EXPECT_GE(owner.ism->stats().attachesRefused, 36u); // the oldest silent ones, dropped
 }
 
-// f() on a thread of its own; a call still blocked after `limit` cannot be unwound: the test
-// says so and ends the process.
-template <typename F> void returnsWithin(std::chrono::seconds limit, F f)
-{
-    auto task = std::make_shared<std::packaged_task<void()>>(std::move(f));
-    auto done = task->get_future();
-    std::thread([task] { (*task)(); }).detach();
-    if (done.wait_for(limit) != std::future_status::ready) {
-        std::fprintf(stderr, "FAILED: blocked for %lld s\n", static_cast<long long>(limit.count()));
-        std::abort();
-    }
-}
-
 // A DMB's signal file as the other side of an attach can get at it: the owner's signalFd
 // and what the requester got. Whatever either side does to it, the other never blocks.
 class SharedSignal : public ::testing::Test
@@ -181,11 +168,11 @@ TEST_F(SharedSignal, ADrainNeverBlocks)
 {
     ASSERT_EQ(::fcntl(signalFd_, F_SETFL, 0), 0);
     std::uint64_t drained = 1;
-    returnsWithin(10s, [&] { drained = owner_.ism->drainSignals(dmb_.token); });
+    test::within(10s, [&] { drained = owner_.ism->drainSignals(dmb_.token); });
     EXPECT_EQ(drained, 0u);
     remote_.signal();
     EXPECT_TRUE(readable(signalFd_, 1000));
-    returnsWithin(10s, [&] { drained = owner_.ism->drainSignals(dmb_.token); });
+    test::within(10s, [&] { drained = owner_.ism->drainSignals(dmb_.token); });
     EXPECT_EQ(drained, 1u);
     EXPECT_FALSE(readable(signalFd_, 0));
 }
@@ -197,7 +184,7 @@ TEST_F(SharedSignal, ASignalNeverBlocks)
     ASSERT_EQ(::fcntl(signalFd_, F_SETFL, 0), 0);
     const std::uint64_t full = ~std::uint64_t{1}; // an eventfd counter's last value
     (void)!::write(signalFd_, &full, sizeof full);
-    returnsWithin(10s, [&] {
+    test::within(10s, [&] {
         for (int i = 0; i < 20000; ++i)
             remote_.signal();
     });
