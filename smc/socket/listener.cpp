@@ -9,6 +9,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -226,7 +227,7 @@ public:
         int watch SMC_GUARDED_BY(mutex) = -1;
         Executor::TimerId timer SMC_GUARDED_BY(mutex);
         bool settled SMC_GUARDED_BY(mutex) = false;
-        Next next; // set before the arrival is shared
+        Next next SMC_GUARDED_BY(mutex);
     };
 
     void awaitMessage(UniqueFd fd, Next next) noexcept
@@ -236,7 +237,6 @@ public:
             return;
         }
         auto a = std::make_shared<Arrival>();
-        a->next = std::move(next);
         {
             MutexLocker lock(mutex_);
             arrivals_.insert(a);
@@ -244,6 +244,7 @@ public:
         std::weak_ptr<ListenerImpl> self = weak_from_this();
         Executor& executor = stack_.executor();
         MutexLocker lock(a->mutex); // the callbacks wait until both are registered
+        a->next = std::move(next);
         const int raw = fd.get();
         a->fd = std::move(fd);
         // The timer holds the arrival until it runs or is cancelled; the watch only refers to it.
@@ -268,31 +269,40 @@ public:
         });
     }
 
+    // What settling an arrival takes out of it: nothing if it was settled already.
+    struct Claimed {
+        UniqueFd fd;
+        int watch;
+        Executor::TimerId timer;
+        Next next;
+    };
+    static std::optional<Claimed> claim(Arrival& a) SMC_REQUIRES(a.mutex)
+    {
+        if (a.settled)
+            return std::nullopt;
+        a.settled = true;
+        return Claimed{std::move(a.fd), a.watch, a.timer, std::move(a.next)};
+    }
+
     // The first of readiness and timer hands the connection on; `late`: the timer, with less
     // than the message there.
     // close() waits for a settle under way: counted while the arrival is still locked, so
     // close() either sees it settled and counted or settles it itself.
     void settle(const std::shared_ptr<Arrival>& a, bool late) noexcept
     {
-        UniqueFd fd;
-        int watch = -1;
-        Executor::TimerId timer;
+        std::optional<Claimed> c;
         {
             MutexLocker lock(a->mutex);
-            if (a->settled)
+            if (!(c = claim(*a)))
                 return;
-            a->settled = true;
-            fd = std::move(a->fd);
-            watch = a->watch;
-            timer = a->timer;
             MutexLocker listener(mutex_);
             arrivals_.erase(a);
             ++settling_;
         }
-        stack_.executor().unwatch(watch); // before the fd goes: from its callback, no wait
+        stack_.executor().unwatch(c->watch); // before the fd goes: from its callback, no wait
         if (!late)
-            stack_.executor().cancel(timer);
-        a->next(std::move(fd), late);
+            stack_.executor().cancel(c->timer);
+        c->next(std::move(c->fd), late);
         MutexLocker listener(mutex_);
         if (--settling_ == 0)
             wake_.notify_all();
@@ -471,22 +481,15 @@ public:
             arrivals.swap(arrivals_);
         }
         for (const auto& a : arrivals) {
-            UniqueFd fd;
-            int watch = -1;
-            Executor::TimerId timer;
-            Next next; // goes here, with what it holds (an RMB), not with a late timer task
+            // Its fd and `next` (with what it holds: an RMB) go here, not with a late timer.
+            std::optional<Claimed> c;
             {
                 MutexLocker lock(a->mutex);
-                if (a->settled)
+                if (!(c = claim(*a)))
                     continue;
-                a->settled = true;
-                next = std::move(a->next);
-                fd = std::move(a->fd);
-                watch = a->watch;
-                timer = a->timer;
             }
-            stack_.executor().unwatch(watch); // waits for a running callback
-            stack_.executor().cancel(timer);
+            stack_.executor().unwatch(c->watch); // waits for a running callback
+            stack_.executor().cancel(c->timer);
             pending_.fetch_sub(1, std::memory_order_relaxed);
         }
         {
