@@ -237,13 +237,17 @@ public:
             return;
         }
         auto a = std::make_shared<Arrival>();
+        MutexLocker lock(a->mutex); // the callbacks and close() wait until it is registered
         {
-            MutexLocker lock(mutex_);
+            MutexLocker listener(mutex_);
+            if (closed_) { // a CONFIRM awaited after close(): its fd and RMB go now
+                pending_.fetch_sub(1, std::memory_order_relaxed);
+                return;
+            }
             arrivals_.insert(a);
         }
         std::weak_ptr<ListenerImpl> self = weak_from_this();
         Executor& executor = stack_.executor();
-        MutexLocker lock(a->mutex); // the callbacks wait until both are registered
         a->next = std::move(next);
         const int raw = fd.get();
         a->fd = std::move(fd);
