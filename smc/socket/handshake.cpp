@@ -189,16 +189,14 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     if (stack.device().grant((*rmb)->dmbToken(), serverGid))
         peer = mapPeer(stack, server, deadline);
     if (!peer) {
-        (void)stack.device().revoke((*rmb)->dmbToken());
-        (void)stack.pool().release(*rmb);
+        releaseRmb(stack, *rmb);
         return sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline);
     }
     const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
     clc::Confirm confirm{
         ourDmb(stack, *rmb, groupIdFrom(server), accept->firstContact, server.eid, release)};
     if (Result<void> sent = writeClc(fd, confirm, deadline); !sent) {
-        (void)stack.device().revoke((*rmb)->dmbToken());
-        (void)stack.pool().release(*rmb);
+        releaseRmb(stack, *rmb);
         return sent.error();
     }
     return Outcome(SmcdSetup{*rmb, std::move(*peer), serverGid, groupIdFrom(server)});
@@ -216,11 +214,15 @@ Result<ServerStep> lift(Result<Outcome> r)
 
 void SmcdPending::giveBack() noexcept
 {
-    if (!rmb_)
-        return;
-    (void)stack_->device().revoke(rmb_->dmbToken());
-    stack_->markServerRmb(rmb_->dmbToken(), false);
-    (void)stack_->pool().release(std::exchange(rmb_, {}));
+    if (rmb_)
+        releaseRmb(*stack_, std::exchange(rmb_, {}));
+}
+
+void releaseRmb(SmcStack& stack, const BufferRef& rmb) noexcept
+{
+    (void)stack.device().revoke(rmb->dmbToken());
+    stack.markServerRmb(rmb->dmbToken(), false);
+    (void)stack.pool().release(rmb);
 }
 
 Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& options)

@@ -79,6 +79,10 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // if they do not answer.
 Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options);
 
+// An SMC-D RMB of ours goes back to the pool: revoked first (a peer that mapped it keeps the
+// old pages), no longer marked as a server's. Either side's. Never blocks.
+void releaseRmb(SmcStack& stack, const BufferRef& rmb) noexcept;
+
 // An SMC-D server handshake between our ACCEPT and the client's CONFIRM: our RMB, granted to
 // the client. Dropped unfinished, it gives the RMB back (revoked, to the pool).
 class SmcdPending

@@ -46,9 +46,7 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, 
     if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
         stream = cdc::CdcStream::create(setup.rmb->size() - kHead, setup.peer.size() - kHead);
     if (!stream) {
-        (void)stack.device().revoke(setup.rmb->dmbToken());
-        stack.markServerRmb(setup.rmb->dmbToken(), false);
-        (void)stack.pool().release(setup.rmb);
+        releaseRmb(stack, setup.rmb);
         return std::make_error_code(std::errc::invalid_argument);
     }
     return std::unique_ptr<SmcdConnection>(
@@ -439,9 +437,7 @@ void SmcdConnection::release() noexcept
 {
     // The peer keeps its mapping of our DMB until it unmaps; revoke gives the pool a DMB
     // the old peer no longer reaches.
-    (void)stack_.device().revoke(rmb_->dmbToken());
-    stack_.markServerRmb(rmb_->dmbToken(), false); // whichever side we were
-    (void)stack_.pool().release(rmb_);
+    releaseRmb(stack_, rmb_);
     peer_.peer = RemoteDmb();
 }
 
