@@ -111,6 +111,16 @@ int releaseAll(BufferPool& pool, Held& held)
     return failed;
 }
 
+// What a worker or the link churn saw go wrong, one count per kind so a
+// failure says which.
+struct Errors {
+    std::atomic<int> acquire{0};      // acquire() failed
+    std::atomic<int> twoOwners{0};    // a buffer handed out still stamped, or restamped while held
+    std::atomic<int> unregistered{0}; // held while a link stayed usable, yet not registered on it
+    std::atomic<int> release{0};      // release() failed
+    std::atomic<int> linkChange{0};   // addLink() or removeLink() failed
+};
+
 TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
 {
     test::FakeRegistrar registrar;
@@ -119,7 +129,12 @@ TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
     auto pool = std::move(BufferPool::create(config, registrar)).value();
     ASSERT_TRUE(pool->addLink(0));
 
-    std::atomic<int> errors{0};
+    // Odd while the churn is removing a link: a worker that saw the same even
+    // count before and after its check knows no link went away meanwhile, so
+    // a link usable at the start stayed usable (a link removed and added back
+    // between two reads of the mask would look usable throughout).
+    std::atomic<std::uint64_t> removals{0};
+    Errors errors;
     std::atomic<bool> stop{false};
     std::vector<std::thread> workers;
     for (int id = 1; id <= kThreads; ++id) {
@@ -129,17 +144,24 @@ TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
             for (std::uint64_t i = 0; i < kIterations; ++i) {
                 const BufferKind kind = (rng() & 1) ? BufferKind::Rmb : BufferKind::Sndbuf;
                 Result<BufferRef> b = pool->acquire(kind, kSizes[rng() % 4]);
-                if (!b || !stampFree(*b)) {
-                    ++errors;
+                if (!b) {
+                    ++errors.acquire;
+                    continue;
+                }
+                if (!stampFree(*b)) {
+                    ++errors.twoOwners;
                     continue;
                 }
                 stamp(*b, static_cast<std::uint64_t>(id), i);
                 // A buffer registered on every usable link, whatever is changing.
+                const std::uint64_t before = removals.load();
                 const unsigned mask = pool->linkMask();
+                unsigned missing = 0;
                 for (unsigned l = 0; l < kMaxLinks; ++l)
-                    if ((mask & (1u << l)) && !(*b)->isRegistered(l) &&
-                        pool->linkMask() & (1u << l))
-                        ++errors;
+                    if ((mask & (1u << l)) && !(*b)->isRegistered(l))
+                        missing |= 1u << l;
+                if (missing != 0 && before % 2 == 0 && removals.load() == before)
+                    ++errors.unregistered;
                 held.emplace_back(*b, i);
                 // Hold up to 4 buffers, release in random order.
                 while (held.size() > (rng() % 4)) {
@@ -147,13 +169,13 @@ TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
                     auto [ref, serial] = held[k];
                     held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
                     if (!stampIs(ref, static_cast<std::uint64_t>(id), serial))
-                        ++errors;
+                        ++errors.twoOwners;
                     stamp(ref, 0, 0);
                     if (!pool->release(ref))
-                        ++errors;
+                        ++errors.release;
                 }
             }
-            errors += releaseAll(*pool, held);
+            errors.release += releaseAll(*pool, held);
         });
     }
     // Link churn: add and remove link 1 and 2 while buffers move.
@@ -161,10 +183,12 @@ TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
         while (!stop.load()) {
             for (unsigned link : {1u, 2u}) {
                 if (!pool->addLink(link))
-                    ++errors;
+                    ++errors.linkChange;
                 std::this_thread::yield();
+                ++removals;
                 if (!pool->removeLink(link))
-                    ++errors;
+                    ++errors.linkChange;
+                ++removals;
             }
         }
     });
@@ -173,7 +197,11 @@ TYPED_TEST(StressTest, NoBufferHasTwoOwnersWhileLinksChange)
     stop = true;
     churn.join();
 
-    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(errors.acquire.load(), 0);
+    EXPECT_EQ(errors.twoOwners.load(), 0);
+    EXPECT_EQ(errors.unregistered.load(), 0);
+    EXPECT_EQ(errors.release.load(), 0);
+    EXPECT_EQ(errors.linkChange.load(), 0);
     EXPECT_EQ(registrar.violations(), 0) << "a buffer registered or unregistered twice";
     EXPECT_EQ(pool->linkMask(), 1u);
     // Exactly the pool's buffers are registered, on link 0 only.
