@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <future>
+
 #include "pool/size_class.h"
 #include "smc/clc/clc_negotiate.h"
 #include "smc/ism/ism_errors.h"
@@ -202,15 +204,12 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
     return Outcome(SmcdSetup{*rmb, std::move(*peer), serverGid, groupIdFrom(server)});
 }
 
-namespace
-{
 Result<ServerStep> lift(Result<Outcome> r)
 {
     if (!r)
         return r.error();
     return ServerStep(std::move(*r));
 }
-} // namespace
 
 void SmcdPending::giveBack() noexcept
 {
@@ -255,7 +254,7 @@ Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& opt
         return lift(sendDecline(fd, *reason, version, {}, deadline));
     const clc::Choice& choice = std::get<clc::Choice>(n);
     if (choice.type == clc::SmcType::SmcR && stack.smcr() != nullptr)
-        return lift(smcrServer(stack, fd, *p, choice, version, options));
+        return smcrServer(stack, fd, smcrRequest(std::move(*p), choice, version, options), options);
     if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
         return lift(sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline));
 
@@ -300,14 +299,60 @@ Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
     return Outcome(SmcdSetup{pending.take(), std::move(*peer), clientGid, groupId});
 }
 
+Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending pending,
+                             const SocketOptions& options)
+{
+    return smcrServerFinish(stack, fd, std::move(pending), options);
+}
+
+Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked parked,
+                                const SocketOptions& options)
+{
+    return smcrServer(stack, fd, std::move(parked), options);
+}
+
+Result<Outcome> serverGiveUp(SmcStack& stack, int fd, const SmcrParked& parked,
+                             const SocketOptions& options)
+{
+    return smcrServerGiveUp(stack, fd, parked, options);
+}
+
+namespace
+{
+
+// Whether the first contact `parked` waits for ended by its `until`.
+bool awaitFirstContact(SmcStack& stack, const SmcrParked& parked)
+{
+    auto ended = std::make_shared<std::promise<void>>();
+    std::future<void> done = ended->get_future();
+    if (!stack.smcr()->firstContacts.park(parked.peer, [ended] { ended->set_value(); }))
+        return true;
+    return done.wait_until(parked.until) == std::future_status::ready;
+}
+
+// The blocking handshake from `step` on: each wait on this thread.
+Result<Outcome> waitOut(SmcStack& stack, int fd, Result<ServerStep> step,
+                        const SocketOptions& options)
+{
+    if (!step)
+        return step.error();
+    if (auto* d = std::get_if<SmcdPending>(&*step))
+        return serverFinish(stack, fd, std::move(*d), options);
+    if (auto* r = std::get_if<SmcrPending>(&*step))
+        return serverFinish(stack, fd, std::move(*r), options);
+    auto* parked = std::get_if<SmcrParked>(&*step);
+    if (parked == nullptr)
+        return std::move(std::get<Outcome>(*step));
+    if (!awaitFirstContact(stack, *parked))
+        return serverGiveUp(stack, fd, *parked, options);
+    return waitOut(stack, fd, serverResume(stack, fd, std::move(*parked), options), options);
+}
+
+} // namespace
+
 Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options)
 {
-    Result<ServerStep> begun = serverBegin(stack, fd, options);
-    if (!begun)
-        return begun.error();
-    if (auto* pending = std::get_if<SmcdPending>(&*begun))
-        return serverFinish(stack, fd, std::move(*pending), options);
-    return std::move(std::get<Outcome>(*begun));
+    return waitOut(stack, fd, serverBegin(stack, fd, options), options);
 }
 
 Result<Outcome> sendDecline(int fd, clc::DeclineCode reason, std::uint8_t version,

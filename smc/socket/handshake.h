@@ -4,13 +4,18 @@
 // becomes a DECLINE and a fallback to TCP.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <variant>
 
 #include "pool/buffer_desc.h"
 #include "smc/clc/clc_messages.h"
+#include "smc/clc/clc_negotiate.h"
 #include "smc/core/link_group.h"
 #include "smc/ism/shm_ism.h"
+#include "smc/socket/internal/first_contacts.h"
 #include "smc/socket/stack.h"
+#include "smc/socket/tcp.h"
 
 namespace smc::net
 {
@@ -114,14 +119,56 @@ private:
     std::uint32_t groupId_;
 };
 
-// serverHandshake in two steps, so that the wait for CONFIRM holds no thread: serverBegin
-// runs it up to our SMC-D ACCEPT (then SmcdPending: the caller waits until the CONFIRM is
-// there, net::firstMessageQueued) or to its end (SMC-R, fallbacks, errors: the Outcome);
-// serverFinish reads the CONFIRM (up to options.clcTimeout) and maps the client's DMB.
+// An SMC-R server handshake between our ACCEPT and the client's CONFIRM: the connection in its
+// group; on first contact a new group, and the claim on the peer's first contact. Dropped
+// unfinished, it closes the connection (first contact: ends the group), then lets the peer's
+// parked handshakes go on.
+struct SmcrPending {
+    SmcrPending() = default;
+    SmcrPending(SmcrPending&&) noexcept = default;
+    SmcrPending& operator=(SmcrPending&&) = delete;
+    ~SmcrPending() { fail("no CONFIRM"); }
+    // The handshake failed: the connection closes (first contact: the group ends).
+    void fail(const char* why) noexcept;
+
+    std::optional<FirstContacts::Claim> claim; // first contact; given back last
+    std::shared_ptr<LinkGroup> group;          // before hs: the handshake goes first
+    std::optional<LinkGroup::Handshake> hs;
+    ConnectionPtr conn;
+    bool first = false;
+    bool v2 = false;
+    std::optional<clc::FirstContactExt> fce; // v2 first contact: the terms the CONFIRM echoes
+    std::uint8_t version = clc::kVersion1;   // of a DECLINE
+};
+
+// An SMC-R server handshake after the PROPOSAL, parked while another first contact with the
+// same peer is under way (SmcStack::Smcr::firstContacts).
+struct SmcrParked {
+    clc::Proposal proposal;
+    clc::Choice choice;
+    std::uint8_t version = clc::kVersion1;
+    FirstContacts::Key peer;
+    Deadline until{}; // then it gives up: DECLINE and TCP
+};
+
+// serverHandshake in steps, so that no wait for the peer holds a thread. serverBegin runs it
+// up to our ACCEPT (then SmcdPending or SmcrPending: the caller waits until the CONFIRM is
+// there, net::firstMessageQueued, and calls serverFinish), to its end (fallbacks, errors: the
+// Outcome), or until it must wait for the peer's first contact under way (SmcrParked: the
+// caller parks it, FirstContacts::park, and calls serverResume once resumed, or serverGiveUp
+// past its `until`). serverFinish reads the CONFIRM (up to options.clcTimeout) and completes.
 // Errors: serverHandshake's.
-using ServerStep = std::variant<Outcome, SmcdPending>;
+using ServerStep = std::variant<Outcome, SmcdPending, SmcrPending, SmcrParked>;
 Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& options);
 Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
                              const SocketOptions& options);
+Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending pending,
+                             const SocketOptions& options);
+Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked parked,
+                                const SocketOptions& options);
+Result<Outcome> serverGiveUp(SmcStack& stack, int fd, const SmcrParked& parked,
+                             const SocketOptions& options);
+// The step that is a whole handshake's end.
+Result<ServerStep> lift(Result<Outcome> outcome);
 
 } // namespace smc::net

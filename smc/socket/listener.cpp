@@ -17,6 +17,7 @@
 
 #include "smc/socket/clc_io.h"
 #include "smc/socket/internal/socket_impl.h"
+#include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 
@@ -236,41 +237,77 @@ public:
             next(std::move(fd), false);
             return;
         }
+        const int raw = fd.get();
         auto a = std::make_shared<Arrival>();
         MutexLocker lock(a->mutex); // the callbacks and close() wait until it is registered
-        {
-            MutexLocker listener(mutex_);
-            if (closed_) { // a CONFIRM awaited after close(): its fd and RMB go now
-                pending_.fetch_sub(1, std::memory_order_relaxed);
-                return;
-            }
-            arrivals_.insert(a);
-        }
+        if (!enlistLocked(a, std::move(fd), std::move(next), options_.clcTimeout))
+            return;
         std::weak_ptr<ListenerImpl> self = weak_from_this();
-        Executor& executor = stack_.executor();
-        a->next = std::move(next);
-        const int raw = fd.get();
-        a->fd = std::move(fd);
         // The timer holds the arrival until it runs or is cancelled; the watch only refers to it.
-        a->watch = executor.watch(raw, [self, w = std::weak_ptr<Arrival>(a), raw] {
+        a->watch = stack_.executor().watch(raw, [self, w = std::weak_ptr<Arrival>(a), raw] {
             if (net::firstMessageQueued(raw))
                 if (auto l = self.lock())
                     if (auto arrival = w.lock())
                         l->settle(arrival, false);
         });
         if (a->watch < 0) { // epoll refused it: take it as late (the wait had no chance)
-            a->settled = true;
-            {
-                MutexLocker listener(mutex_);
-                arrivals_.erase(a);
-            }
-            a->next(std::move(a->fd), true);
-            return;
+            lock.unlock();
+            settle(a, true);
         }
-        a->timer = executor.postAfter(options_.clcTimeout, [self, a] {
+    }
+
+    // An SMC-R handshake parked behind another first contact with its peer: resumed when that
+    // ends, or given up (a DECLINE, and TCP) at its `until`. Holds no thread meanwhile.
+    void park(UniqueFd fd, net::SmcrParked parked) noexcept
+    {
+        const FirstContacts::Key peer = parked.peer;
+        const auto wait = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       parked.until - Clock::now()),
+                                   std::chrono::milliseconds(0));
+        auto state = std::make_shared<net::SmcrParked>(std::move(parked));
+        auto a = std::make_shared<Arrival>();
+        {
+            MutexLocker lock(a->mutex);
+            Next next = [this, state](UniqueFd f, bool late) {
+                run(std::move(f), false, [this, state, late](int sock, const SocketOptions& o) {
+                    return late ? net::lift(net::serverGiveUp(stack_, sock, *state, o))
+                                : net::serverResume(stack_, sock, std::move(*state), o);
+                });
+            };
+            if (!enlistLocked(a, std::move(fd), std::move(next), wait))
+                return;
+        }
+        std::weak_ptr<ListenerImpl> self = weak_from_this();
+        if (!stack_.smcr()->firstContacts.park(peer, [self, w = std::weak_ptr<Arrival>(a)] {
+                if (auto l = self.lock())
+                    if (auto arrival = w.lock())
+                        l->settle(arrival, false);
+            }))
+            settle(a, false); // that first contact is over already
+    }
+
+    // Registers an arrival for close() with its connection, what comes next and a timer that
+    // settles it as late; false when the listener is closed (the connection goes, and its
+    // handshake with it).
+    bool enlistLocked(const std::shared_ptr<Arrival>& a, UniqueFd fd, Next next,
+                      std::chrono::milliseconds timeout) SMC_REQUIRES(a->mutex)
+    {
+        {
+            MutexLocker listener(mutex_);
+            if (closed_) { // a CONFIRM awaited after close(): its fd and RMB go now
+                pending_.fetch_sub(1, std::memory_order_relaxed);
+                return false;
+            }
+            arrivals_.insert(a);
+        }
+        a->fd = std::move(fd);
+        a->next = std::move(next);
+        std::weak_ptr<ListenerImpl> self = weak_from_this();
+        a->timer = stack_.executor().postAfter(timeout, [self, a] {
             if (auto l = self.lock())
                 l->settle(a, true);
         });
+        return true;
     }
 
     // What settling an arrival takes out of it: nothing if it was settled already.
@@ -312,54 +349,64 @@ public:
             wake_.notify_all();
     }
 
-    // The server handshake on the pool, up to SMC-D's ACCEPT: the CONFIRM is awaited as
-    // the PROPOSAL was (the shared queue waits on the pool, as it always did). `late`: the
+    // The server handshake on the pool, step by step (net::serverBegin): the client's CONFIRM
+    // is awaited as its PROPOSAL was, and a handshake parked behind another first contact waits
+    // without a thread (the shared queue waits on the pool, as it always did). `late`: the
     // client's message did not come in time: the handshake decides at once on what is there
     // (as its own wait would have).
     void handshake(UniqueFd fd, bool late) noexcept
     {
-        auto child = std::make_shared<UniqueFd>(std::move(fd));
-        std::weak_ptr<ListenerImpl> self = weak_from_this();
-        stack_.handshakes().postBlocking([self, child, late] {
-            auto l = self.lock();
-            if (!l)
-                return;
-            const SocketOptions options = l->options(late);
-            if (l->options_.sharedAcceptQueue) {
-                l->queueOrDrop(establish(l->stack_, std::move(*child), true, options));
-                return;
-            }
-            Result<net::ServerStep> step = net::serverBegin(l->stack_, child->get(), options);
-            if (step)
-                if (auto* pending = std::get_if<net::SmcdPending>(&*step)) {
-                    auto state = std::make_shared<net::SmcdPending>(std::move(*pending));
-                    l->awaitMessage(std::move(*child), [l = l.get(), state](UniqueFd f, bool t) {
-                        l->confirm(std::move(f), state, t);
-                    });
-                    return;
-                }
-            Result<net::Outcome> outcome =
-                step ? Result<net::Outcome>(std::move(std::get<net::Outcome>(*step)))
-                     : Result<net::Outcome>(step.error());
-            l->queueOrDrop(
-                connectionOf(l->stack_, std::move(*child), true, options, std::move(outcome)));
+        run(std::move(fd), late, [this](int f, const SocketOptions& o) {
+            if (options_.sharedAcceptQueue)
+                return net::lift(net::serverHandshake(stack_, f, o));
+            return net::serverBegin(stack_, f, o);
         });
     }
 
-    // SMC-D's CONFIRM is there (or late): the rest of the handshake, on the pool.
-    void confirm(UniqueFd fd, std::shared_ptr<net::SmcdPending> state, bool late) noexcept
+    // Runs `step` on the handshake pool, then goes on from where it leaves the handshake.
+    using Step = std::function<Result<net::ServerStep>(int fd, const SocketOptions&)>;
+    void run(UniqueFd fd, bool late, Step step) noexcept
     {
         auto child = std::make_shared<UniqueFd>(std::move(fd));
         std::weak_ptr<ListenerImpl> self = weak_from_this();
-        stack_.handshakes().postBlocking([self, child, state, late] {
-            auto l = self.lock();
-            if (!l)
-                return; // `state` gives its RMB back
-            const SocketOptions options = l->options(late);
-            Result<net::Outcome> outcome =
-                net::serverFinish(l->stack_, child->get(), std::move(*state), options);
-            l->queueOrDrop(
-                connectionOf(l->stack_, std::move(*child), true, options, std::move(outcome)));
+        stack_.handshakes().postBlocking([self, child, late, step = std::move(step)] {
+            if (auto l = self.lock()) // else `step` gives back what it holds (an RMB, a group)
+                l->proceed(std::move(*child), step(child->get(), l->options(late)),
+                           l->options(late));
+        });
+    }
+
+    void proceed(UniqueFd fd, Result<net::ServerStep> step, const SocketOptions& options) noexcept
+    {
+        if (step) {
+            if (auto* p = std::get_if<net::SmcdPending>(&*step)) {
+                awaitConfirm(std::move(fd), std::move(*p));
+                return;
+            }
+            if (auto* p = std::get_if<net::SmcrPending>(&*step)) {
+                awaitConfirm(std::move(fd), std::move(*p));
+                return;
+            }
+            if (auto* p = std::get_if<net::SmcrParked>(&*step)) {
+                park(std::move(fd), std::move(*p));
+                return;
+            }
+        }
+        Result<net::Outcome> outcome =
+            step ? Result<net::Outcome>(std::move(std::get<net::Outcome>(*step)))
+                 : Result<net::Outcome>(step.error());
+        queueOrDrop(connectionOf(stack_, std::move(fd), true, options, std::move(outcome)));
+    }
+
+    // Our ACCEPT is out: the CONFIRM (or what shows it will not come) is awaited on the epoll
+    // thread, the rest of the handshake runs on the pool.
+    template <typename Pending> void awaitConfirm(UniqueFd fd, Pending pending) noexcept
+    {
+        auto state = std::make_shared<Pending>(std::move(pending));
+        awaitMessage(std::move(fd), [this, state](UniqueFd f, bool late) {
+            run(std::move(f), late, [this, state](int sock, const SocketOptions& o) {
+                return net::lift(net::serverFinish(stack_, sock, std::move(*state), o));
+            });
         });
     }
 

@@ -17,15 +17,15 @@
 
 namespace smc::net
 {
-namespace
-{
 
 using namespace std::chrono_literals;
 using clc::DeclineCode;
 
+namespace
+{
 constexpr auto kDeclineProbe = 1000ms; // Linux CLC_WAIT_TIME_SHORT
+} // namespace
 
-// sendDecline with the stack's system id, within one CLC timeout.
 Result<Outcome> decline(SmcStack& stack, int fd, DeclineCode reason, std::uint8_t version,
                         const SocketOptions& options)
 {
@@ -33,14 +33,11 @@ Result<Outcome> decline(SmcStack& stack, int fd, DeclineCode reason, std::uint8_
                        deadlineAfter(options.clcTimeout));
 }
 
-// A CLC error as the caller sees it: malformed CLC is protocol_error.
 std::error_code hard(std::error_code e)
 {
     return e.category() == clcCategory() ? std::make_error_code(std::errc::protocol_error) : e;
 }
 
-// CONFIRM_LINK failed: the peer may have given up first and declined (Linux looks for its
-// DECLINE for a second before it sends its own, so the stream stays aligned either way).
 Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std::uint8_t version,
                                 const SocketOptions& options)
 {
@@ -57,18 +54,9 @@ Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std:
                    version, options);
 }
 
-// First contact, either role: a new group, its first link (`makeLink`: the server creates
-// it, the client joins the server's) and a connection on it. Without `hs`, `reason` says
-// why (`noLink` when the link could not be made) and the group is gone again.
-struct NewGroup {
-    std::shared_ptr<LinkGroup> group; // before hs: the handshake goes first
-    LinkAddress local;
-    std::optional<LinkGroup::Handshake> hs;
-    DeclineCode reason = DeclineCode::Mem;
-};
-template <typename MakeLink>
 NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer, GroupTerms terms,
-                  const SocketOptions& options, DeclineCode noLink, MakeLink makeLink)
+                  const SocketOptions& options, DeclineCode noLink,
+                  const std::function<Result<NewLink>()>& makeLink)
 {
     NewGroup g;
     Result<std::shared_ptr<LinkGroup>> made = smcr.groups->create(role, peer, terms);
@@ -93,13 +81,6 @@ NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer, GroupTe
     return g;
 }
 
-// What SMC-Rv2 adds to our ACCEPT or CONFIRM: the EID, and on first contact the extension.
-struct V2Terms {
-    clc::Eid eid{};
-    clc::FirstContactExt fce{};
-};
-
-// The group terms a v2 first contact agreed on: release 1's limits, else our defaults.
 GroupTerms groupTerms(const std::optional<V2Terms>& v2)
 {
     if (!v2)
@@ -109,13 +90,11 @@ GroupTerms groupTerms(const std::optional<V2Terms>& v2)
     return {clc::kVersion2, v2->fce.maxConns, v2->fce.maxLinks};
 }
 
-// The longest LLC message of the group's links.
 std::size_t maxMessage(const std::optional<V2Terms>& v2)
 {
     return maxLinkMessage(v2 ? clc::kVersion2 : clc::kVersion1);
 }
 
-// Our half of ACCEPT or CONFIRM: the connection's link and RMB there.
 clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
                         bool firstContact, std::uint8_t mtu, const std::optional<V2Terms>& v2)
 {
@@ -145,25 +124,8 @@ clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGrou
     return m;
 }
 
-// The server's v2 terms for `choice` (Linux smc_clc_fill_fce_v2x): a direct route, as
-// negotiate() takes no other; the limits of release 1, the smaller of theirs and ours.
-V2Terms serverTerms(const SmcStack::Smcr& smcr, const clc::Proposal& p, const clc::Choice& choice)
+namespace
 {
-    V2Terms t;
-    t.eid = choice.eid;
-    t.fce.v2Direct = true;
-    t.fce.osType = clc::kOsLinux;
-    t.fce.release = choice.release;
-    t.fce.hostname = hostname();
-    if (choice.release >= clc::kRelease1) {
-        t.fce.maxConns = static_cast<std::uint8_t>(
-            std::min<unsigned>(p.v2.maxConns, smcr.groups->defaults().maxConns));
-        t.fce.maxLinks = static_cast<std::uint8_t>(
-            std::min<unsigned>(p.v2.maxLinks, smcr.groups->defaults().maxLinks));
-        t.fce.featureMask = p.v2.featureMask & clc::kFeatureEmulatedIsm;
-    }
-    return t;
-}
 
 // The client's v2 terms from a first-contact ACCEPT, or why it declines (Linux
 // smc_connect_rdma_v2_prepare, smc_clc_clnt_v2x_features_validate), within what we proposed.
@@ -190,22 +152,9 @@ std::variant<V2Terms, DeclineCode> clientTerms(const SmcStack::Smcr& smcr,
     return t;
 }
 
-// The server's check of a first-contact CONFIRM's echo (Linux
-// smc_clc_v2x_features_confirm_check): what it agreed to, unchanged.
-std::optional<DeclineCode> echoMismatch(const clc::FirstContactExt& ours,
-                                        const clc::FirstContactExt& echo)
-{
-    if (echo.release != ours.release)
-        return DeclineCode::ReleaseErr;
-    if (ours.release >= clc::kRelease1 && echo.maxConns != ours.maxConns)
-        return DeclineCode::MaxConnErr;
-    if (ours.release >= clc::kRelease1 && echo.maxLinks != ours.maxLinks)
-        return DeclineCode::MaxLinkErr;
-    return std::nullopt;
-}
+} // namespace
 
-// The peer's half as we can use it: one RMBE per RMB, a size we know, an rtoken.
-bool usable(const clc::AcceptConfirm& m)
+bool usableSmcr(const clc::AcceptConfirm& m)
 {
     const auto* r = std::get_if<clc::SmcrAcceptConfirm>(&m.path);
     return r != nullptr && r->rmbeIdx == 1 && r->rkey != 0 && r->qpn != 0 &&
@@ -224,6 +173,9 @@ std::optional<LinkAddress> localOf(const LinkGroup& g, unsigned slot)
             return l.local;
     return std::nullopt;
 }
+
+namespace
+{
 
 // The client group of `peer` that has a link to the server's QPN and GID (and MAC, v1).
 struct Reuse {
@@ -315,7 +267,7 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
 {
     SmcStack::Smcr& smcr = *stack.smcr();
     const std::uint8_t version = accept.version;
-    if (!usable(accept))
+    if (!usableSmcr(accept))
         return decline(stack, fd, DeclineCode::ErrRtok, version, options);
     const auto& a = std::get<clc::SmcrAcceptConfirm>(accept.path);
     const std::uint8_t llcVersion = version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
@@ -395,108 +347,6 @@ Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
     }
     return Outcome(SmcrSetup{std::move(group), std::move(conn), a.alertToken,
                              classBytes(a.rmbeSize), accept.firstContact});
-}
-
-Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposal,
-                           const clc::Choice& choice, std::uint8_t version,
-                           const SocketOptions& options)
-{
-    SmcStack::Smcr& smcr = *stack.smcr();
-    std::optional<V2Terms> v2;
-    if (choice.version >= clc::kVersion2)
-        v2 = serverTerms(smcr, proposal, choice);
-    MutexLocker pending(
-        smcr.serverPendingFor(proposal.systemId, v2 ? proposal.v2.roceV2Gid : proposal.gid));
-
-    // Same peer system id and a live link to the device it proposes from (v2: its GID in
-    // the v2 extension; Linux's v2 PROPOSAL has a zero system id, GID and MAC).
-    std::shared_ptr<LinkGroup> group = // before hs: the handshake goes first
-        v2 ? smcr.groups->find(Role::Server, proposal.systemId, proposal.v2.roceV2Gid, {},
-                               clc::kVersion2)
-           : smcr.groups->find(Role::Server, proposal.systemId, proposal.gid, proposal.mac);
-    const bool first = group == nullptr;
-    std::optional<LinkGroup::Handshake> hs;
-    LinkAddress local;
-    if (first) {
-        NewGroup made = newGroup(smcr, Role::Server, proposal.systemId, groupTerms(v2), options,
-                                 DeclineCode::IntErr,
-                                 [&] { return smcr.provider->create({}, maxMessage(v2)); });
-        if (!made.hs)
-            return decline(stack, fd, made.reason, version, options);
-        group = std::move(made.group);
-        local = made.local;
-        hs = std::move(made.hs);
-    } else {
-        Result<LinkGroup::Handshake> h = group->beginHandshake(options.rmbBytes, options.rmbBytes);
-        if (!h)
-            return decline(stack, fd, DeclineCode::Mem, version, options);
-        hs = std::move(*h);
-        // Our RMB on the other links before ACCEPT, and the flow token free again while the
-        // client answers (Linux: CONFIRM_RKEY under llc_conf_mutex, then ACCEPT).
-        if (Result<void> a = hs->announce(); !a) // Linux: smcr_lgr_reg_rmbs failed
-            return decline(stack, fd, DeclineCode::ErrRegBuf, version, options);
-        const std::optional<LinkAddress> l = localOf(*group, hs->link());
-        if (!l)
-            return decline(stack, fd, DeclineCode::NoActLink, version, options);
-        local = *l;
-        // A join has its group: the next handshake with this peer need not wait for our
-        // client's CONFIRM (up to clcTimeout). complete() below checks the group again.
-        pending.unlock();
-    }
-    ConnectionPtr conn = hs->connection();
-    auto fail = [&](const char* why) {
-        hs.reset(); // not completed: closes the connection
-        if (first)
-            group->terminate(why);
-        else
-            (void)group->closeConnection(*conn);
-    };
-    const clc::Accept accept{ours(stack, local, *hs, first, local.mtu, v2)};
-    if (Result<void> sent = writeClc(fd, accept, deadlineAfter(options.clcTimeout)); !sent) {
-        fail("ACCEPT not sent");
-        return hard(sent.error());
-    }
-    Result<clc::Message> answer = readClc(fd, deadlineAfter(options.clcTimeout));
-    if (answer) {
-        if (const auto* d = std::get_if<clc::Decline>(&*answer)) {
-            // Out of sync: the client says it has no group to match ours. Linux ends the group;
-            // but anybody can propose a peer's system id and GID and say so, so the peer is
-            // asked over the group's links first: the group ends only if it does not answer.
-            fail(d->outOfSync ? "client out of sync" : "client declined");
-            if (d->outOfSync && !first)
-                group->probeLinks();
-            return Outcome(Fallback{d->diagnosis, true});
-        }
-    }
-    const auto* c = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
-    if (c == nullptr || !usable(*c) || c->firstContact != first ||
-        (c->version >= clc::kVersion2) != v2.has_value()) {
-        fail("bad CONFIRM");
-        return answer ? std::make_error_code(std::errc::protocol_error) : hard(answer.error());
-    }
-    if (v2 && first) {
-        if (std::optional<DeclineCode> reason = echoMismatch(v2->fce, c->fce)) {
-            fail("CONFIRM changed the terms");
-            return decline(stack, fd, *reason, version, options);
-        }
-    }
-    const auto& r = std::get<clc::SmcrAcceptConfirm>(c->path);
-    if (Result<void> done = hs->complete({r.rkey, r.rmbAddr}, classBytes(r.rmbeSize)); !done) {
-        fail("peer rtoken refused");
-        // A joining client reads no CLC after its CONFIRM: a DECLINE would go unseen and leave
-        // it on SMC-R against our TCP. Ending the TCP connection resets its SMC-R one instead.
-        if (!first)
-            return std::make_error_code(std::errc::connection_aborted);
-        return decline(stack, fd, DeclineCode::ErrRtok, version, options);
-    }
-    if (first) {
-        if (Result<void> up = group->confirmFirstLink(addressOf(r)); !up) {
-            fail("CONFIRM_LINK failed");
-            return firstLinkFailed(stack, fd, up.error(), version, options);
-        }
-    }
-    return Outcome(
-        SmcrSetup{std::move(group), std::move(conn), r.alertToken, classBytes(r.rmbeSize), first});
 }
 
 } // namespace smc::net

@@ -3,6 +3,8 @@
 // the client after an SMC-R ACCEPT, the server once negotiate() chose SMC-R v1 or v2.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "smc/clc/clc_negotiate.h"
@@ -38,11 +40,70 @@ void offerSmcrV2(SmcStack& stack, clc::Proposal& proposal);
 Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
                            const SocketOptions& options);
 
-// Server: negotiate() made `choice`, SMC-R v1 or v2, for `proposal` (version: of the
-// DECLINE). Errors as serverHandshake's. Blocks for the stack's SMC-R handshake lock, up to
-// options.clcTimeout for the CONFIRM, and for CONFIRM_LINK (and ADD_LINK) on first contact.
-Result<Outcome> smcrServer(SmcStack& stack, int fd, const clc::Proposal& proposal,
-                           const clc::Choice& choice, std::uint8_t version,
-                           const SocketOptions& options);
+// Server: what smcrServer takes once negotiate() made `choice` for `proposal` (`version`: of a
+// DECLINE). Parked, it waits a sixth of options.clcTimeout at most (1 s by default, Linux's
+// CLC_WAIT_TIME_SHORT): a client behind a stranger that claims its identity and stalls falls
+// back to TCP instead of timing out.
+SmcrParked smcrRequest(clc::Proposal proposal, const clc::Choice& choice, std::uint8_t version,
+                       const SocketOptions& options);
+// Server: negotiate() made `request.choice`, SMC-R v1 or v2, for `request.proposal`. Up to our
+// ACCEPT: then SmcrPending (smcrServerFinish goes on once the CONFIRM is there). While another
+// first contact with the proposing peer is under way: `request` back, parked (resumed by
+// calling this again once that ends, SmcStack::Smcr::firstContacts; by `request.until`, else
+// smcrServerGiveUp). Else the Outcome (a fallback), or errors as serverHandshake's. Blocks
+// for a join's CONFIRM_RKEY (with more than one link) and up to options.clcTimeout for the
+// ACCEPT's write, never for the peer's next message.
+Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
+                              const SocketOptions& options);
+// The CONFIRM is queued, or options.clcTimeout says how long to wait for the rest of it: the
+// handshake to its end, with CONFIRM_LINK (and ADD_LINK) on first contact.
+Result<Outcome> smcrServerFinish(SmcStack& stack, int fd, SmcrPending pending,
+                                 const SocketOptions& options);
+// A parked handshake waited long enough: DECLINE, and TCP.
+Result<Outcome> smcrServerGiveUp(SmcStack& stack, int fd, const SmcrParked& request,
+                                 const SocketOptions& options);
+
+// What both roles use (smcr_handshake.cpp, handshake.cpp).
+
+// sendDecline with the stack's system id, within one CLC timeout.
+Result<Outcome> decline(SmcStack& stack, int fd, clc::DeclineCode reason, std::uint8_t version,
+                        const SocketOptions& options);
+// A CLC error as the caller sees it: malformed CLC is protocol_error.
+std::error_code hard(std::error_code e);
+// CONFIRM_LINK failed: the peer may have given up first and declined (Linux looks for its
+// DECLINE for a second before it sends its own, so the stream stays aligned either way).
+Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std::uint8_t version,
+                                const SocketOptions& options);
+
+// First contact, either role: a new group, its first link (`makeLink`: the server creates
+// it, the client joins the server's) and a connection on it. Without `hs`, `reason` says
+// why (`noLink` when the link could not be made) and the group is gone again.
+struct NewGroup {
+    std::shared_ptr<LinkGroup> group; // before hs: the handshake goes first
+    LinkAddress local;
+    std::optional<LinkGroup::Handshake> hs;
+    clc::DeclineCode reason = clc::DeclineCode::Mem;
+};
+NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer, GroupTerms terms,
+                  const SocketOptions& options, clc::DeclineCode noLink,
+                  const std::function<Result<NewLink>()>& makeLink);
+
+// What SMC-Rv2 adds to our ACCEPT or CONFIRM: the EID, and on first contact the extension.
+struct V2Terms {
+    clc::Eid eid{};
+    clc::FirstContactExt fce{};
+};
+// The group terms a v2 first contact agreed on: release 1's limits, else our defaults.
+GroupTerms groupTerms(const std::optional<V2Terms>& v2);
+// The longest LLC message of the group's links.
+std::size_t maxMessage(const std::optional<V2Terms>& v2);
+// Our half of ACCEPT or CONFIRM: the connection's link and RMB there.
+clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
+                        bool firstContact, std::uint8_t mtu, const std::optional<V2Terms>& v2);
+// The peer's half as we can use it: one RMBE per RMB, a size we know, an rtoken.
+bool usableSmcr(const clc::AcceptConfirm& m);
+LinkAddress addressOf(const clc::SmcrAcceptConfirm& r);
+// Our end of the group's link in `slot`, if it is there.
+std::optional<LinkAddress> localOf(const LinkGroup& g, unsigned slot);
 
 } // namespace smc::net

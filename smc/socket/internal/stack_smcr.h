@@ -2,12 +2,11 @@
 // SmcStack::Smcr: the stack's SMC-R device as the handshakes use it (not installed).
 #pragma once
 
-#include <array>
-#include <cstdint>
 #include <memory>
 
 #include "base/mutex.h"
 #include "smc/core/link_group_manager.h"
+#include "smc/socket/internal/first_contacts.h"
 #include "smc/socket/stack.h"
 
 namespace smc
@@ -23,22 +22,8 @@ struct SmcStack::Smcr {
     // Linux's smc_client_lgr_pending: one client SMC-R handshake at a time, so two first
     // contacts never make two groups with one peer.
     Mutex clientPending;
-    // Linux's smc_server_lgr_pending, per peer: the server's choice of a group for a peer
-    // (system id and GID, as its PROPOSAL claims them) is made by one handshake at a time,
-    // and a first contact holds it through CONFIRM_LINK; other peers' handshakes go on
-    // meanwhile (a stranger's silent PROPOSAL holds up nobody else). Striped: two peers
-    // that share a stripe wait for each other.
-    static constexpr std::size_t kPendingStripes = 64;
-    std::array<Mutex, kPendingStripes> serverPending;
-    Mutex& serverPendingFor(const SystemId& peerId, const Gid& peerGid) noexcept
-    {
-        std::uint64_t h = 14695981039346656037ull; // FNV-1a
-        for (std::uint8_t b : peerId)
-            h = (h ^ b) * 1099511628211ull;
-        for (std::uint8_t b : peerGid)
-            h = (h ^ b) * 1099511628211ull;
-        return serverPending[h % kPendingStripes];
-    }
+    // The server's first contacts under way, one per peer (FirstContacts).
+    FirstContacts firstContacts;
 };
 
 } // namespace smc
