@@ -70,12 +70,13 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // for the CONFIRM (as in Linux: the client already treats the connection as SMC), the
 // peer's DMB cannot be mapped, the socket's errors. Blocks up to options.clcTimeout per
 // message.
-// SMC-R v1 (when negotiate() picks it: no usable SMC-D, options.mode not SmcD): under the
-// stack's server lock for the client's system id and GID, a server group of the client's system id
-// with room takes the connection, else a new group and link (first contact); ACCEPT; CONFIRM; on
-// first contact CONFIRM_LINK (its answer within timeouts.wait, Linux's 2 s, else DECLINE TimeoutCl)
-// and ADD_LINK if the group allows two links. Joining, our RMB goes to the other links
-// (CONFIRM_RKEY) before ACCEPT and the group's flow token is free while the client answers; a
+// SMC-R v1 (when negotiate() picks it: no usable SMC-D, options.mode not SmcD): one handshake
+// at a time per peer (system id and GID as claimed) chooses: a server group of the client's system
+// id with room takes the connection, else a new group and link (first contact, which the peer's
+// other handshakes wait for, up to a sixth of options.clcTimeout, else DECLINE PeerNoSmc); ACCEPT;
+// CONFIRM; on first contact CONFIRM_LINK (its answer within timeouts.wait, Linux's 2 s, else
+// DECLINE TimeoutCl) and ADD_LINK if the group allows two links. Joining, our RMB goes to the other
+// links (CONFIRM_RKEY) before ACCEPT and the group's flow token is free while the client answers; a
 // client's rtoken we cannot take then (no room, or failover moved the connection meanwhile) is
 // connection_aborted, since a joining client reads nothing after its CONFIRM. Declines: NoSmcDev,
 // DiffPrefix (negotiate's, as Linux), Mem, IntErr (no link could be made), ErrRegBuf (that

@@ -10,12 +10,12 @@
 #include <deque>
 #include <functional>
 #include <optional>
-#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "smc/socket/clc_io.h"
+#include "smc/socket/internal/arrivals.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/socket.h"
@@ -36,7 +36,8 @@ class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
 {
 public:
     ListenerImpl(SmcStack& stack, UniqueFd tcp, const SocketOptions& options, UniqueFd ready)
-        : stack_(stack), tcp_(std::move(tcp)), options_(options), ready_(std::move(ready))
+        : stack_(stack), tcp_(std::move(tcp)), options_(options), ready_(std::move(ready)),
+          arrivals_(std::make_shared<Arrivals>(stack.executor()))
     {
     }
 
@@ -217,43 +218,12 @@ public:
                          [this](UniqueFd f, bool late) { handshake(std::move(f), late); });
     }
 
-    // The client's next CLC message (the PROPOSAL, then SMC-D's CONFIRM), or what shows
-    // there is none, is waited for on the epoll thread, not on a handshake thread: a client
-    // that is slow to send it, or sends part and stalls, holds no thread, and the handshake
-    // goes on with it all queued. `next` gets the connection then; `late`: clcTimeout passed.
-    using Next = std::function<void(UniqueFd, bool late)>;
-    struct Arrival {
-        Mutex mutex; // registration, then whichever of readiness and timer settles it first
-        UniqueFd fd SMC_GUARDED_BY(mutex);
-        int watch SMC_GUARDED_BY(mutex) = -1;
-        Executor::TimerId timer SMC_GUARDED_BY(mutex);
-        bool settled SMC_GUARDED_BY(mutex) = false;
-        Next next SMC_GUARDED_BY(mutex);
-    };
-
-    void awaitMessage(UniqueFd fd, Next next) noexcept
+    // The client's next CLC message is awaited on the epoll thread (Arrivals): `next` gets
+    // the connection once it is all queued; `late`: clcTimeout passed. After close(): dropped.
+    void awaitMessage(UniqueFd fd, Arrivals::Next next) noexcept
     {
-        if (net::firstMessageQueued(fd.get())) { // already there: no wait, no hop
-            next(std::move(fd), false);
-            return;
-        }
-        const int raw = fd.get();
-        auto a = std::make_shared<Arrival>();
-        MutexLocker lock(a->mutex); // the callbacks and close() wait until it is registered
-        if (!enlistLocked(a, std::move(fd), std::move(next), options_.clcTimeout))
-            return;
-        std::weak_ptr<ListenerImpl> self = weak_from_this();
-        // The timer holds the arrival until it runs or is cancelled; the watch only refers to it.
-        a->watch = stack_.executor().watch(raw, [self, w = std::weak_ptr<Arrival>(a), raw] {
-            if (net::firstMessageQueued(raw))
-                if (auto l = self.lock())
-                    if (auto arrival = w.lock())
-                        l->settle(arrival, false);
-        });
-        if (a->watch < 0) { // epoll refused it: take it as late (the wait had no chance)
-            lock.unlock();
-            settle(a, true);
-        }
+        if (!arrivals_->awaitMessage(std::move(fd), options_.clcTimeout, std::move(next)))
+            pending_.fetch_sub(1, std::memory_order_relaxed);
     }
 
     // An SMC-R handshake parked behind another first contact with its peer: resumed when that
@@ -261,92 +231,19 @@ public:
     void park(UniqueFd fd, net::SmcrParked parked) noexcept
     {
         const FirstContacts::Key peer = parked.peer;
-        const auto wait = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       parked.until - Clock::now()),
-                                   std::chrono::milliseconds(0));
+        const auto wait = std::max(
+            std::chrono::duration_cast<std::chrono::milliseconds>(parked.until - Clock::now()),
+            std::chrono::milliseconds(0));
         auto state = std::make_shared<net::SmcrParked>(std::move(parked));
-        auto a = std::make_shared<Arrival>();
-        {
-            MutexLocker lock(a->mutex);
-            Next next = [this, state](UniqueFd f, bool late) {
-                run(std::move(f), false, [this, state, late](int sock, const SocketOptions& o) {
-                    return late ? net::lift(net::serverGiveUp(stack_, sock, *state, o))
-                                : net::serverResume(stack_, sock, std::move(*state), o);
-                });
-            };
-            if (!enlistLocked(a, std::move(fd), std::move(next), wait))
-                return;
-        }
-        std::weak_ptr<ListenerImpl> self = weak_from_this();
-        if (!stack_.smcr()->firstContacts.park(peer, [self, w = std::weak_ptr<Arrival>(a)] {
-                if (auto l = self.lock())
-                    if (auto arrival = w.lock())
-                        l->settle(arrival, false);
-            }))
-            settle(a, false); // that first contact is over already
-    }
-
-    // Registers an arrival for close() with its connection, what comes next and a timer that
-    // settles it as late; false when the listener is closed (the connection goes, and its
-    // handshake with it).
-    bool enlistLocked(const std::shared_ptr<Arrival>& a, UniqueFd fd, Next next,
-                      std::chrono::milliseconds timeout) SMC_REQUIRES(a->mutex)
-    {
-        {
-            MutexLocker listener(mutex_);
-            if (closed_) { // a CONFIRM awaited after close(): its fd and RMB go now
-                pending_.fetch_sub(1, std::memory_order_relaxed);
-                return false;
-            }
-            arrivals_.insert(a);
-        }
-        a->fd = std::move(fd);
-        a->next = std::move(next);
-        std::weak_ptr<ListenerImpl> self = weak_from_this();
-        a->timer = stack_.executor().postAfter(timeout, [self, a] {
-            if (auto l = self.lock())
-                l->settle(a, true);
-        });
-        return true;
-    }
-
-    // What settling an arrival takes out of it: nothing if it was settled already.
-    struct Claimed {
-        UniqueFd fd;
-        int watch;
-        Executor::TimerId timer;
-        Next next;
-    };
-    static std::optional<Claimed> claim(Arrival& a) SMC_REQUIRES(a.mutex)
-    {
-        if (a.settled)
-            return std::nullopt;
-        a.settled = true;
-        return Claimed{std::move(a.fd), a.watch, a.timer, std::move(a.next)};
-    }
-
-    // The first of readiness and timer hands the connection on; `late`: the timer, with less
-    // than the message there.
-    // close() waits for a settle under way: counted while the arrival is still locked, so
-    // close() either sees it settled and counted or settles it itself.
-    void settle(const std::shared_ptr<Arrival>& a, bool late) noexcept
-    {
-        std::optional<Claimed> c;
-        {
-            MutexLocker lock(a->mutex);
-            if (!(c = claim(*a)))
-                return;
-            MutexLocker listener(mutex_);
-            arrivals_.erase(a);
-            ++settling_;
-        }
-        stack_.executor().unwatch(c->watch); // before the fd goes: from its callback, no wait
-        if (!late)
-            stack_.executor().cancel(c->timer);
-        c->next(std::move(c->fd), late);
-        MutexLocker listener(mutex_);
-        if (--settling_ == 0)
-            wake_.notify_all();
+        Arrivals::Next next = [this, state](UniqueFd f, bool late) {
+            run(std::move(f), false, [this, state, late](int sock, const SocketOptions& o) {
+                return late ? net::lift(net::serverGiveUp(stack_, sock, *state, o))
+                            : net::serverResume(stack_, sock, std::move(*state), o);
+            });
+        };
+        if (!arrivals_->park(std::move(fd), wait, stack_.smcr()->firstContacts, peer,
+                             std::move(next)))
+            pending_.fetch_sub(1, std::memory_order_relaxed);
     }
 
     // The server handshake on the pool, step by step (net::serverBegin): the client's CONFIRM
@@ -370,9 +267,12 @@ public:
         auto child = std::make_shared<UniqueFd>(std::move(fd));
         std::weak_ptr<ListenerImpl> self = weak_from_this();
         stack_.handshakes().postBlocking([self, child, late, step = std::move(step)] {
-            if (auto l = self.lock()) // else `step` gives back what it holds (an RMB, a group)
-                l->proceed(std::move(*child), step(child->get(), l->options(late)),
-                           l->options(late));
+            auto l = self.lock();
+            if (!l)
+                return; // `step` gives back what it holds (an RMB, a group)
+            const SocketOptions options = l->options(late);
+            Result<net::ServerStep> next = step(child->get(), options);
+            l->proceed(std::move(*child), std::move(next), options);
         });
     }
 
@@ -525,29 +425,7 @@ public:
             ring(stop_);
             acceptor_.join();
         }
-        // No new arrival now; the waiting ones end here, and settles under way finish.
-        std::set<std::shared_ptr<Arrival>> arrivals;
-        {
-            MutexLocker lock(mutex_);
-            arrivals.swap(arrivals_);
-        }
-        for (const auto& a : arrivals) {
-            // Its fd and `next` (with what it holds: an RMB) go here, not with a late timer.
-            std::optional<Claimed> c;
-            {
-                MutexLocker lock(a->mutex);
-                if (!(c = claim(*a)))
-                    continue;
-            }
-            stack_.executor().unwatch(c->watch); // waits for a running callback
-            stack_.executor().cancel(c->timer);
-            pending_.fetch_sub(1, std::memory_order_relaxed);
-        }
-        {
-            MutexLocker lock(mutex_);
-            while (settling_ > 0)
-                wake_.wait(lock);
-        }
+        arrivals_->close(); // no new arrival now; the waiting ones end here
         {
             // A callback that unwatched itself is done (unwatch did not wait for it), and an
             // accepting task on the pool is done or will see closed_: the fd may go.
@@ -594,9 +472,8 @@ private:
     ConditionVariable wake_;
     bool closed_ SMC_GUARDED_BY(mutex_) = false;
     std::deque<std::shared_ptr<SocketImpl>> queue_ SMC_GUARDED_BY(mutex_);
-    // Connections whose first CLC message is awaited (awaitProposal), and settles under way.
-    std::set<std::shared_ptr<Arrival>> arrivals_ SMC_GUARDED_BY(mutex_);
-    unsigned settling_ SMC_GUARDED_BY(mutex_) = 0;
+    // Connections waiting for their peer or for a first contact, between handshake steps.
+    std::shared_ptr<Arrivals> arrivals_;
     Clock::time_point nextScan_ SMC_GUARDED_BY(mutex_){}; // hasRoom()'s scans of a full queue
 };
 

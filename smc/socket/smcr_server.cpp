@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The SMC-R server's CLC: group found or made for the PROPOSAL, ACCEPT, then (no thread held
-// meanwhile) the CONFIRM and on first contact CONFIRM_LINK; every failure a DECLINE as Linux.
+// The SMC-R server's CLC: a group for the PROPOSAL, ACCEPT; then CONFIRM and CONFIRM_LINK.
 #include <algorithm>
 
 #include "pool/size_class.h"
@@ -65,7 +64,7 @@ void SmcrPending::fail(const char* why) noexcept
 }
 
 SmcrParked smcrRequest(clc::Proposal proposal, const clc::Choice& choice, std::uint8_t version,
-                        const SocketOptions& options)
+                       const SocketOptions& options)
 {
     SmcrParked r;
     r.peer = {proposal.systemId,
@@ -124,8 +123,9 @@ Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
         p.hs = std::move(*h);
         // Our RMB on the other links before ACCEPT, and the flow token free again while the
         // client answers (Linux: CONFIRM_RKEY under llc_conf_mutex, then ACCEPT).
-        if (Result<void> a = p.hs->announce(); !a) { // Linux: smcr_lgr_reg_rmbs failed
-            p.group.reset(); // the connection is closed
+        // Failing (Linux: smcr_lgr_reg_rmbs failed), it closed the connection.
+        if (Result<void> a = p.hs->announce(); !a) {
+            p.group.reset();
             return lift(decline(stack, fd, DeclineCode::ErrRegBuf, version, options));
         }
         const std::optional<LinkAddress> l = localOf(*p.group, p.hs->link());

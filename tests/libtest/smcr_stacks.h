@@ -33,11 +33,13 @@ struct Fabric {
     InprocFabric fabric{serverReg, clientReg, 2, 2};
 };
 
-inline std::unique_ptr<SmcStack> makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255,
-                                           std::chrono::milliseconds llcWait = 0ms,
-                                           bool offerV2 = false)
+inline std::unique_ptr<SmcStack>
+makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255,
+          std::chrono::milliseconds llcWait = 0ms, bool offerV2 = false,
+          unsigned handshakeThreads = StackConfig{}.handshakeThreads)
 {
     StackConfig config;
+    config.handshakeThreads = handshakeThreads;
     if (f != nullptr) {
         SmcrConfig r;
         r.provider = &f->fabric;

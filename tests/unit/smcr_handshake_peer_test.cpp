@@ -200,6 +200,130 @@ TEST(SmcrHandshake, SilentFirstContactsHoldUpNoOtherPeer)
         EXPECT_FALSE(w.get()); // their CONFIRM never came
 }
 
+// A raw TCP connection to `port` on loopback.
+UniqueFd connectTo(std::uint16_t port)
+{
+    auto to = net::resolve("127.0.0.1", port, false).value();
+    return std::move(net::connectTcp(to, net::deadlineAfter(5s))).value();
+}
+
+// A stranger's first contact as `id`, GID `gid` and MAC `mac`, to the ACCEPT (then it stalls).
+void proposeAndStall(int fd, const SystemId& id,
+                     const Gid& gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9},
+                     const Mac& mac = {})
+{
+    ASSERT_TRUE(net::writeClc(fd, fakeProposal(fd, id, gid, mac), net::deadlineAfter(5s)));
+    Result<clc::Message> accept = net::readClc(fd, net::deadlineAfter(10s));
+    ASSERT_TRUE(accept && std::holds_alternative<clc::Accept>(*accept));
+    EXPECT_TRUE(std::get<clc::Accept>(*accept).firstContact);
+}
+
+void expectRoundTrip(Socket& a, Socket& b)
+{
+    const std::array<std::byte, 3> hi{std::byte{1}, std::byte{2}, std::byte{3}};
+    ASSERT_EQ(a.send(hi).value(), 3u);
+    std::array<std::byte, 3> got{};
+    for (std::size_t have = 0; have < got.size();) {
+        Result<std::size_t> n = b.recv(std::span(got).subspan(have));
+        ASSERT_TRUE(n && *n > 0);
+        have += *n;
+    }
+    EXPECT_EQ(got, hi);
+}
+
+// Strangers that take our ACCEPT and never CONFIRM hold no handshake thread (the CONFIRM is
+// awaited on the epoll thread): with one thread and three of them, a real client still gets
+// SMC-R at once, then a join, and each stranger's handshake ends at the server's CLC timeout.
+TEST(SmcrHandshake, SilentClientsHoldNoHandshakeThread)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId, 255, 0ms, false, 1);
+    auto client = makeStack(&f, kClientId);
+    SocketOptions o = smcrOnly();
+    o.clcTimeout = 3s;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    std::vector<UniqueFd> strangers;
+    for (std::uint8_t i = 0; i < 3; ++i) {
+        strangers.push_back(connectTo(l.port()));
+        ASSERT_NO_FATAL_FAILURE(
+            proposeAndStall(strangers.back().get(), SystemId{9, 9, 9, 9, 9, 9, 9, i}));
+    }
+    SocketOptions quick = smcrOnly();
+    quick.clcTimeout = 1s; // before, the one thread waited 3 s for each stranger's CONFIRM
+    for (int round = 0; round < 2; ++round) {
+        Result<Socket> c = Socket::connect(*client, "127.0.0.1", l.port(), quick);
+        ASSERT_TRUE(c) << round << ": " << c.error().message();
+        EXPECT_EQ(c->transport(), Transport::SmcR) << round;
+        Result<Socket> s = l.accept(5s);
+        ASSERT_TRUE(s) << s.error().message();
+        ASSERT_NO_FATAL_FAILURE(expectRoundTrip(*c, *s));
+    }
+    EXPECT_TRUE(eventually([&] { return server->stats().handshakeErrors == 3; }));
+    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().size() == 1; }));
+}
+
+// A stranger that proposes a real client's identity as a first contact and stalls holds up
+// that client's handshakes only briefly: parked behind it, they are declined (PEERNOSMC) after
+// a sixth of the server's CLC timeout and go on as TCP, where before they waited for the whole
+// of it and timed out. Once the stranger is gone, SMC-R again.
+TEST(SmcrHandshake, AStrangerClaimingAPeerCostsItSmcNotItsConnections)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    SocketOptions o = smcrOnly();
+    o.clcTimeout = 6s;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    UniqueFd stranger = connectTo(l.port());
+    ASSERT_NO_FATAL_FAILURE(
+        proposeAndStall(stranger.get(), kClientId, client->smcr()->gid, client->smcr()->mac));
+
+    SocketOptions quick = smcrOnly();
+    quick.clcTimeout = 3s;
+    Result<Socket> c = Socket::connect(*client, "127.0.0.1", l.port(), quick);
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->transport(), Transport::Tcp);
+    EXPECT_EQ(c->fallbackReason(), clc::DeclineCode::PeerNoSmc);
+    Result<Socket> s = l.accept(5s);
+    ASSERT_TRUE(s) << s.error().message();
+    ASSERT_NO_FATAL_FAILURE(expectRoundTrip(*c, *s));
+
+    stranger.reset(); // its first contact fails, and its group goes
+    EXPECT_TRUE(eventually([&] {
+        Result<Socket> again = Socket::connect(*client, "127.0.0.1", l.port(), quick);
+        Result<Socket> acc = l.accept(5s);
+        return again && acc && again->transport() == Transport::SmcR;
+    }));
+}
+
+// A burst of connections from one new peer: the first makes the group, the others wait
+// parked for it (no thread each) and join it.
+TEST(SmcrHandshake, ABurstFromANewPeerMakesOneGroup)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId, 255, 0ms, false, 2);
+    auto client = makeStack(&f, kClientId);
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, smcrOnly())).value();
+    constexpr int kClients = 6;
+    std::vector<std::future<Result<Socket>>> connects;
+    for (int i = 0; i < kClients; ++i)
+        connects.push_back(std::async(std::launch::async, [&] {
+            return Socket::connect(*client, "127.0.0.1", l.port(), smcrOnly());
+        }));
+    std::vector<Socket> clients; // open: a closed one's server end is dropped, not accepted
+    for (int i = 0; i < kClients; ++i) {
+        Result<Socket> c = connects[i].get();
+        ASSERT_TRUE(c) << i << ": " << c.error().message();
+        EXPECT_EQ(c->transport(), Transport::SmcR) << i;
+        clients.push_back(std::move(*c));
+        Result<Socket> s = l.accept(5s);
+        ASSERT_TRUE(s) << s.error().message();
+        EXPECT_EQ(s->transport(), Transport::SmcR) << i;
+    }
+    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(client->smcr()->groups->groups().size(), 1u);
+}
+
 // A peer that opens TCP, proposes with a fresh system id and then drops (or sends a bad
 // CONFIRM) costs the server a group and a link for that handshake only: the terminated
 // groups are released, so rounds of it leave no groups, links or registrations behind.

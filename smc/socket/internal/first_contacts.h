@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// FirstContacts: one SMC-R first contact per peer at a time; the peer's other handshakes wait parked.
+// FirstContacts: one SMC-R first contact per peer at a time, its other handshakes parked behind.
 #pragma once
 
 #include <compare>
