@@ -2,10 +2,45 @@
 // Arrivals: registration, the triggers that settle a waiting connection, and close().
 #include "smc/socket/internal/arrivals.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
 #include "smc/socket/clc_io.h"
 
 namespace smc
 {
+
+Arrivals::Source Arrivals::sourceOf(int fd) noexcept
+{
+    Source s{};
+    sockaddr_storage peer{};
+    socklen_t length = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0)
+        return s; // gone already: all such count as one source
+    if (peer.ss_family == AF_INET6) {
+        const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
+        if (!IN6_IS_ADDR_V4MAPPED(&a)) {
+            s[0] = AF_INET6;
+            std::memcpy(&s[1], &a, sizeof a);
+            return s;
+        }
+        s[0] = AF_INET;
+        std::memcpy(&s[1], &a.s6_addr[12], 4);
+    } else if (peer.ss_family == AF_INET) {
+        s[0] = AF_INET;
+        std::memcpy(&s[1], &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, 4);
+    }
+    return s;
+}
+
+std::size_t Arrivals::waitingFrom(const Source& source) const
+{
+    MutexLocker lock(mutex_);
+    auto it = bySource_.find(source);
+    return it == bySource_.end() ? 0 : it->second;
+}
 
 bool Arrivals::awaitMessage(UniqueFd fd, std::chrono::milliseconds timeout, Next next)
 {
@@ -53,11 +88,13 @@ bool Arrivals::park(UniqueFd fd, std::chrono::milliseconds timeout, FirstContact
 bool Arrivals::enlistLocked(const std::shared_ptr<Arrival>& a, UniqueFd fd, Next next,
                             std::chrono::milliseconds timeout)
 {
+    a->source = sourceOf(fd.get());
     {
         MutexLocker lock(mutex_);
         if (closed_)
             return false;
         waiting_.insert(a);
+        ++bySource_[a->source];
     }
     a->fd = std::move(fd);
     a->next = std::move(next);
@@ -66,6 +103,15 @@ bool Arrivals::enlistLocked(const std::shared_ptr<Arrival>& a, UniqueFd fd, Next
             s->settle(a, Trigger::Timer);
     });
     return true;
+}
+
+void Arrivals::forget(const std::shared_ptr<Arrival>& a)
+{
+    if (waiting_.erase(a) == 0)
+        return; // close() took it
+    auto it = bySource_.find(a->source);
+    if (--it->second == 0)
+        bySource_.erase(it);
 }
 
 std::optional<Arrivals::Claimed> Arrivals::claim(Arrival& a)
@@ -87,7 +133,7 @@ void Arrivals::settle(const std::shared_ptr<Arrival>& a, Trigger trigger) noexce
         if (!(c = claim(*a)))
             return;
         MutexLocker self(mutex_);
-        waiting_.erase(a);
+        forget(a);
         closed = closed_;
         if (!closed)
             ++settling_;
@@ -110,6 +156,7 @@ void Arrivals::close()
         MutexLocker lock(mutex_);
         closed_ = true;
         waiting.swap(waiting_);
+        bySource_.clear();
     }
     for (const auto& a : waiting) {
         // Its fd and `next` (with what it holds: an RMB, a group) go here, not with a timer.

@@ -205,8 +205,12 @@ public:
                 push(std::move(*impl));
             return;
         }
+        // One host may hold half the handshakes waiting for their peer, so a host that
+        // stalls its connections leaves room for others.
         const std::size_t limit = options_.sharedAcceptQueue ? 0 : options_.handshakeLimit;
-        if (limit > 0 && pending_.load(std::memory_order_relaxed) >= limit) {
+        if (limit > 0 && (pending_.load(std::memory_order_relaxed) >= limit ||
+                          arrivals_->waitingFrom(Arrivals::sourceOf(fd.get())) >=
+                              std::max<std::size_t>(limit / 2, 1))) {
             decline(std::move(fd));
             return;
         }

@@ -73,7 +73,8 @@ struct SocketOptions {
     std::size_t zeroCopyThreshold = 4096;
     // Listeners (seed 003; Linux's limit_smc_hs): handshakes of this listener queued or
     // running, past which a new connection goes to TCP at once (a DECLINE, PEERNOSMC, as
-    // Linux's SYN without the SMC option makes it) instead of waiting; 0: no limit.
+    // Linux's SYN without the SMC option makes it) instead of waiting; 0: no limit. So does
+    // a new connection from a host that has half of it waiting for its CLC messages already.
     std::size_t handshakeLimit = 256;
     // Listeners: accept on the handshake pool, behind the handshakes, as Linux did before
     // 2022 (one workqueue for both; seed 003) -- for comparison only: a burst of handshakes

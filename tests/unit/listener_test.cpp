@@ -3,6 +3,7 @@
 // shared queue's starvation, and the declined PROPOSAL kept out of the application's bytes.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -38,6 +39,21 @@ UniqueFd silentClient(std::uint16_t port)
 {
     auto to = net::resolve("127.0.0.1", port, false).value();
     return std::move(net::connectTcp(to, net::deadlineAfter(5s))).value();
+}
+
+// The same from `host`, another loopback address than the listener's clients use.
+UniqueFd silentClientFrom(const char* host, std::uint16_t port)
+{
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in self{};
+    self.sin_family = AF_INET;
+    EXPECT_EQ(::inet_pton(AF_INET, host, &self.sin_addr), 1);
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr*>(&self), sizeof self), 0);
+    sockaddr_in to = self;
+    to.sin_port = htons(port);
+    EXPECT_EQ(::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr), 1);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to), 0);
+    return fd;
 }
 
 void roundTrip(Socket& a, Socket& b)
@@ -132,6 +148,34 @@ TEST(Listener, StalledProposalsHoldNoHandshakeThread)
     ASSERT_TRUE(s) << s.error().message();
     roundTrip(*c, *s);
     EXPECT_TRUE(test::eventually([&] { return server->stats().handshakeErrors == 6; }));
+}
+
+// One host's connections waiting for their CLC hold at most half the handshake slots: past
+// that, its new connections are declined to TCP at once, and a client from another host still
+// gets SMC-D (before, four silent ones took every slot and it got TCP).
+TEST(Listener, OneHostHoldsAtMostHalfTheHandshakes)
+{
+    auto server = stackWithPool(1);
+    auto client = stackWithPool(1);
+    SocketOptions o;
+    o.handshakeLimit = 4;
+    o.clcTimeout = 3s;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    std::vector<UniqueFd> stalled;
+    for (int i = 0; i < 4; ++i)
+        stalled.push_back(silentClientFrom("127.0.0.2", l.port()));
+    EXPECT_TRUE(test::eventually([&] { return server->stats().handshakesLimited == 2; }));
+
+    Result<Socket> c = Socket::connect(*client, "127.0.0.1", l.port());
+    ASSERT_TRUE(c) << c.error().message();
+    EXPECT_EQ(c->transport(), Transport::SmcD);
+    // Behind the two declined ones, queued as TCP.
+    Result<Socket> s = l.accept(5s);
+    for (int i = 0; i < 2 && s && s->transport() == Transport::Tcp; ++i)
+        s = l.accept(5s);
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(s->transport(), Transport::SmcD);
+    roundTrip(*c, *s);
 }
 
 // Past the limit a connection is declined at once and accepted as TCP while the handshake

@@ -2,9 +2,12 @@
 // Arrivals: a listener's connections waiting for their peer or a first contact, holding no thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -27,6 +30,9 @@ class Arrivals : public std::enable_shared_from_this<Arrivals>
 {
 public:
     using Next = std::function<void(UniqueFd, bool late)>;
+    // A connection's peer host (family and address, no port): IPv4-mapped IPv6 counts as IPv4.
+    using Source = std::array<std::uint8_t, 17>;
+    static Source sourceOf(int fd) noexcept;
 
     explicit Arrivals(Executor& executor) : executor_(executor) {}
 
@@ -38,6 +44,8 @@ public:
     // after `timeout`. False after close(). Never blocks.
     bool park(UniqueFd fd, std::chrono::milliseconds timeout, FirstContacts& contacts,
               const FirstContacts::Key& peer, Next next);
+    // Connections from `source` that wait here now. Never blocks.
+    std::size_t waitingFrom(const Source& source) const;
     // No new arrival from now on, and no `next` call: the waiting ones are dropped. Blocks
     // until the `next` calls under way returned.
     void close();
@@ -50,6 +58,7 @@ private:
         Executor::TimerId timer SMC_GUARDED_BY(mutex);
         bool settled SMC_GUARDED_BY(mutex) = false;
         Next next SMC_GUARDED_BY(mutex);
+        Source source{}; // set before it is shared
     };
     // What settling an arrival takes out of it.
     struct Claimed {
@@ -63,14 +72,16 @@ private:
     bool enlistLocked(const std::shared_ptr<Arrival>& a, UniqueFd fd, Next next,
                       std::chrono::milliseconds timeout) SMC_REQUIRES(a->mutex);
     static std::optional<Claimed> claim(Arrival& a) SMC_REQUIRES(a.mutex);
+    void forget(const std::shared_ptr<Arrival>& a) SMC_REQUIRES(mutex_);
     void settle(const std::shared_ptr<Arrival>& a, Trigger trigger) noexcept;
 
     Executor& executor_;
-    Mutex mutex_;
+    mutable Mutex mutex_;
     ConditionVariable idle_; // settling_ went to 0
     bool closed_ SMC_GUARDED_BY(mutex_) = false;
     std::set<std::shared_ptr<Arrival>> waiting_ SMC_GUARDED_BY(mutex_);
-    unsigned settling_ SMC_GUARDED_BY(mutex_) = 0; // `next` calls under way
+    unsigned settling_ SMC_GUARDED_BY(mutex_) = 0;                  // `next` calls under way
+    std::map<Source, std::size_t> bySource_ SMC_GUARDED_BY(mutex_); // of waiting_, no zeros
 };
 
 } // namespace smc
