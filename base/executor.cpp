@@ -3,7 +3,6 @@
 #include "base/executor.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,14 +42,11 @@ Executor::~Executor()
         blockingGone_.wait(lock, [this]() SMC_REQUIRES(mutex_) { return blockingThreads_ == 0; });
     }
     if (epoll_.joinable()) {
-        const std::uint64_t one = 1;
-        (void)!::write(wakeFd_, &one, sizeof one);
+        stopEpoll_.signal();
         epoll_.join();
     }
     if (epollFd_ >= 0)
         ::close(epollFd_);
-    if (wakeFd_ >= 0)
-        ::close(wakeFd_);
 }
 
 Executor& Executor::shared()
@@ -172,15 +168,18 @@ void Executor::blockingLoop()
 int Executor::watch(int fd, std::function<void()> onReadable)
 {
     MutexLocker lock(watchMutex_);
-    if (epollFd_ < 0) {
-        epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
-        wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (epollFd_ < 0 || wakeFd_ < 0)
+    if (!epoll_.joinable()) { // the first watch starts the epoll thread (a failed try, again)
+        if (epollFd_ < 0)
+            epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (!stopEpoll_)
+            if (Result<EventFd> w = EventFd::create())
+                stopEpoll_ = std::move(*w);
+        if (epollFd_ < 0 || !stopEpoll_)
             return -1;
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.u64 = ~std::uint64_t{0};
-        if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, wakeFd_, &ev) != 0)
+        if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, stopEpoll_.fd(), &ev) != 0 && errno != EEXIST)
             return -1;
         epoll_ = std::thread([this] { epollLoop(); });
     }

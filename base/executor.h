@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/event_fd.h"
 #include "base/mutex.h"
 
 namespace smc
@@ -104,7 +105,7 @@ private:
     Mutex watchMutex_;
     ConditionVariable watchDone_;
     int epollFd_ = -1;
-    int wakeFd_ = -1;
+    EventFd stopEpoll_; // ends the epoll thread
     std::thread epoll_;
     std::map<int, std::shared_ptr<Watch>> watches_ SMC_GUARDED_BY(watchMutex_);
     int nextWatch_ SMC_GUARDED_BY(watchMutex_) = 0;

@@ -98,13 +98,13 @@ Result<std::unique_ptr<RcLink>> RcLink::create(const Context& context, const Pro
     const int fd = link->channel_.get()->fd;
     const int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-        return errnoError();
+        return smc::lastError();
     if (Result<void> r = link->cq_.requestNotify(); !r)
         return r.error();
     errno = 0;
     const int id = executor.watch(fd, [l = link.get()] { l->onCompletionEvent(); });
     if (id < 0)
-        return errnoError();
+        return smc::lastError();
     link->watchId_.store(id, std::memory_order_release);
     return link;
 }
@@ -127,7 +127,7 @@ Result<void> RcLink::postRecv(std::uint32_t index) noexcept
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    return returnedError(ibv_post_recv(qp_.get(), &wr, &bad));
+    return errnoCode(ibv_post_recv(qp_.get(), &wr, &bad));
 }
 
 Result<void> RcLink::connect(const Endpoint& peer)
@@ -198,7 +198,7 @@ Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milli
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
     ibv_send_wr* bad = nullptr;
-    if (std::error_code ec = returnedError(ibv_post_send(qp_.get(), &wr, &bad))) {
+    if (std::error_code ec = errnoCode(ibv_post_send(qp_.get(), &wr, &bad))) {
         {
             MutexLocker lock(mutex_);
             slots_[*slot].busy = false;
@@ -229,7 +229,7 @@ Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_
     wr.wr.rdma.remote_addr = dst.addr;
     wr.wr.rdma.rkey = dst.rkey;
     ibv_send_wr* bad = nullptr;
-    if (std::error_code ec = returnedError(ibv_post_send(qp_.get(), &wr, &bad))) {
+    if (std::error_code ec = errnoCode(ibv_post_send(qp_.get(), &wr, &bad))) {
         {
             MutexLocker lock(mutex_);
             slots_[*slot] = {};

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/sys_error.h"
 #include "pool/errors.h"
 
 namespace smc::rdma
@@ -76,16 +77,6 @@ Result<std::vector<std::string>> listDevices()
     return names;
 }
 
-std::error_code errnoError() noexcept
-{
-    return {errno != 0 ? errno : EIO, std::generic_category()};
-}
-
-std::error_code returnedError(int ret) noexcept
-{
-    return ret == 0 ? std::error_code() : std::error_code(ret, std::generic_category());
-}
-
 const std::error_category& completionCategory() noexcept
 {
     static const CompletionCategory category;
@@ -114,7 +105,7 @@ Result<Context> Context::open(std::string_view name)
     errno = 0;
     ibv_context* raw = ibv_open_device(found);
     if (!raw)
-        return errnoError();
+        return lastError();
     c.adopt(raw, "ibv_close_device");
     return c;
 }
@@ -122,7 +113,7 @@ Result<Context> Context::open(std::string_view name)
 Result<PortInfo> Context::port(std::uint8_t portNum) const
 {
     ibv_port_attr attr{};
-    if (std::error_code ec = returnedError(ibv_query_port(get(), portNum, &attr)))
+    if (std::error_code ec = errnoCode(ibv_query_port(get(), portNum, &attr)))
         return ec;
     return PortInfo{attr.state, attr.active_mtu, attr.gid_tbl_len, attr.link_layer};
 }
@@ -132,10 +123,10 @@ Result<Context::AsyncEvent> Context::nextAsyncEvent() const
     const int fd = asyncFd();
     if (const int flags = ::fcntl(fd, F_GETFL);
         flags < 0 || ((flags & O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0))
-        return errnoError();
+        return lastError();
     ibv_async_event raw{};
     if (ibv_get_async_event(get(), &raw) != 0)
-        return errnoError();
+        return lastError();
     AsyncEvent e{raw.event_type, 0};
     if (raw.event_type == IBV_EVENT_PORT_ACTIVE || raw.event_type == IBV_EVENT_PORT_ERR ||
         raw.event_type == IBV_EVENT_LID_CHANGE || raw.event_type == IBV_EVENT_GID_CHANGE)
@@ -147,7 +138,7 @@ Result<Context::AsyncEvent> Context::nextAsyncEvent() const
 Result<Gid> Context::gid(std::uint8_t portNum, int index) const
 {
     ibv_gid raw{};
-    if (std::error_code ec = returnedError(ibv_query_gid(get(), portNum, index, &raw)))
+    if (std::error_code ec = errnoCode(ibv_query_gid(get(), portNum, index, &raw)))
         return ec;
     Gid g;
     std::copy(std::begin(raw.raw), std::end(raw.raw), g.begin());
@@ -173,7 +164,7 @@ Result<std::vector<int>> Context::roceV2Ipv4Gids(std::uint8_t portNum) const
     // a system call each, and RoCE tables have hundreds of empty slots).
     ibv_device_attr device{};
     if (int rc = ibv_query_device(get(), &device); rc != 0)
-        return returnedError(rc);
+        return errnoCode(rc);
     std::vector<ibv_gid_entry> entries(static_cast<std::size_t>(p->gidTableLength) *
                                        std::max<int>(device.phys_port_cnt, 1));
     const ssize_t n = ibv_query_gid_table(get(), entries.data(), entries.size(), 0);
@@ -196,14 +187,14 @@ Result<Mac> Context::gidMac(std::uint8_t portNum, int index) const
     ibv_gid_entry entry{};
     if (int rc = ibv_query_gid_ex(get(), portNum, static_cast<std::uint32_t>(index), &entry, 0);
         rc != 0)
-        return returnedError(rc);
+        return errnoCode(rc);
     ifreq request{};
     if (entry.ndev_ifindex == 0 ||
         ::if_indextoname(entry.ndev_ifindex, request.ifr_name) == nullptr)
         return std::make_error_code(std::errc::no_such_device);
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return errnoError();
+        return lastError();
     const int rc = ::ioctl(fd, SIOCGIFHWADDR, &request);
     const int saved = errno;
     ::close(fd);
@@ -219,7 +210,7 @@ Result<ProtectionDomain> ProtectionDomain::create(const Context& context)
     errno = 0;
     ibv_pd* raw = ibv_alloc_pd(context.get());
     if (raw == nullptr)
-        return errnoError();
+        return lastError();
     ProtectionDomain pd;
     pd.adopt(raw, "ibv_dealloc_pd", context.shared());
     return pd;
@@ -231,7 +222,7 @@ Result<MemoryRegion> MemoryRegion::create(const ProtectionDomain& pd, void* addr
     errno = 0;
     ibv_mr* raw = ibv_reg_mr(pd.get(), addr, length, access);
     if (raw == nullptr)
-        return errnoError();
+        return lastError();
     MemoryRegion mr;
     mr.adopt(raw, "ibv_dereg_mr", pd.shared());
     return mr;
@@ -242,7 +233,7 @@ Result<CompletionChannel> CompletionChannel::create(const Context& context)
     errno = 0;
     ibv_comp_channel* raw = ibv_create_comp_channel(context.get());
     if (raw == nullptr)
-        return errnoError();
+        return lastError();
     CompletionChannel c;
     c.adopt(raw, "ibv_destroy_comp_channel", context.shared());
     return c;
@@ -255,7 +246,7 @@ Result<CompletionQueue> CompletionQueue::create(const Context& context, int entr
     ibv_cq* raw =
         ibv_create_cq(context.get(), entries, nullptr, channel ? channel->get() : nullptr, 0);
     if (raw == nullptr)
-        return errnoError();
+        return lastError();
     CompletionQueue cq;
     std::shared_ptr<ibv_comp_channel> keepChannel = channel ? channel->shared() : nullptr;
     cq.adopt(raw, "ibv_destroy_cq", context.shared(), std::move(keepChannel));
@@ -272,7 +263,7 @@ Result<int> CompletionQueue::poll(ibv_wc* wc, int max) const noexcept
 
 Result<void> CompletionQueue::requestNotify() const noexcept
 {
-    return returnedError(ibv_req_notify_cq(get(), 0));
+    return errnoCode(ibv_req_notify_cq(get(), 0));
 }
 
 Result<QueuePair> QueuePair::createRc(const ProtectionDomain& pd, const CompletionQueue& sendCq,
@@ -289,7 +280,7 @@ Result<QueuePair> QueuePair::createRc(const ProtectionDomain& pd, const Completi
     errno = 0;
     ibv_qp* raw = ibv_create_qp(pd.get(), &attr);
     if (raw == nullptr)
-        return errnoError();
+        return lastError();
     QueuePair qp;
     qp.caps_ = caps;
     qp.adopt(raw, "ibv_destroy_qp", pd.shared(), sendCq.shared(), recvCq.shared());
@@ -303,7 +294,7 @@ Result<void> QueuePair::toInit(std::uint8_t portNum)
     a.pkey_index = 0;
     a.port_num = portNum;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-    return returnedError(ibv_modify_qp(
+    return errnoCode(ibv_modify_qp(
         get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
 }
 
@@ -322,7 +313,7 @@ Result<void> QueuePair::toRts(std::uint8_t portNum, int gidIndex, std::uint32_t 
     a.ah_attr.grh.hop_limit = 1;
     a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(gidIndex);
     std::copy(peer.gid.begin(), peer.gid.end(), a.ah_attr.grh.dgid.raw);
-    if (std::error_code ec = returnedError(
+    if (std::error_code ec = errnoCode(
             ibv_modify_qp(get(), &a,
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
@@ -335,24 +326,23 @@ Result<void> QueuePair::toRts(std::uint8_t portNum, int gidIndex, std::uint32_t 
     a.rnr_retry = 7;
     a.sq_psn = localPsn & 0xffffff;
     a.max_rd_atomic = 1;
-    return returnedError(ibv_modify_qp(get(), &a,
-                                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                           IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                           IBV_QP_MAX_QP_RD_ATOMIC));
+    return errnoCode(ibv_modify_qp(get(), &a,
+                                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
 }
 
 Result<void> QueuePair::toError() noexcept
 {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
-    return returnedError(ibv_modify_qp(get(), &a, IBV_QP_STATE));
+    return errnoCode(ibv_modify_qp(get(), &a, IBV_QP_STATE));
 }
 
 Result<ibv_qp_state> QueuePair::state() const noexcept
 {
     ibv_qp_attr a{};
     ibv_qp_init_attr init{};
-    if (std::error_code ec = returnedError(ibv_query_qp(get(), &a, IBV_QP_STATE, &init)))
+    if (std::error_code ec = errnoCode(ibv_query_qp(get(), &a, IBV_QP_STATE, &init)))
         return ec;
     return a.qp_state;
 }

@@ -13,16 +13,14 @@
 #include <infiniband/verbs.h>
 
 #include "base/result.h"
+#include "base/sys_error.h"
 
 namespace smc::rdma
 {
 
-// --- Errors: the three verbs conventions, normalised here and nowhere else.
+// --- Errors: the verbs conventions. Verbs that return a pointer give NULL and errno
+// (smc::lastError), those that return an int 0 or the errno value itself (smc::errnoCode).
 
-// Verbs that return a pointer: NULL and errno.
-std::error_code errnoError() noexcept;
-// Verbs that return an int: 0, or the errno value itself.
-std::error_code returnedError(int ret) noexcept;
 // A work completion's status (ibv_wc_status), category "ibv_wc".
 std::error_code completionError(ibv_wc_status status) noexcept;
 const std::error_category& completionCategory() noexcept;

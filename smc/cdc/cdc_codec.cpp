@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cstring>
 
+#include "base/bytes.h"
 #include "smc/cdc/cdc_messages.h"
 
 namespace smc::cdc
@@ -32,20 +33,6 @@ constexpr std::uint8_t kFailoverValidation = 0x08;
 constexpr std::uint8_t kPeerDoneWriting = 0x80;
 constexpr std::uint8_t kPeerConnClosed = 0x40;
 constexpr std::uint8_t kPeerConnAbort = 0x20;
-
-void putBe(std::span<std::byte> b, std::size_t o, std::uint32_t v, int n) noexcept
-{
-    for (int i = n - 1; i >= 0; --i, v >>= 8)
-        b[o + i] = std::byte(v & 0xff);
-}
-
-std::uint32_t getBe(std::span<const std::byte> b, std::size_t o, int n) noexcept
-{
-    std::uint32_t v = 0;
-    for (int i = 0; i < n; ++i)
-        v = v << 8 | std::to_integer<std::uint8_t>(b[o + i]);
-    return v;
-}
 
 // One 64-bit word of the SMC-D head, its bytes in little-endian order on every host.
 std::uint64_t toLittle(std::uint64_t v) noexcept
@@ -108,17 +95,17 @@ ConnFlags connFlagsFrom(std::uint8_t b) noexcept
 std::array<std::byte, kSmcrCdcSize> encodeSmcr(const CdcMessage& m) noexcept
 {
     std::array<std::byte, kSmcrCdcSize> out{};
-    std::span<std::byte> b(out);
-    b[kTypeOffset] = std::byte{kCdcType};
-    b[kLengthOffset] = std::byte{kSmcrCdcSize};
-    putBe(b, kSeqOffset, m.seq, 2);
-    putBe(b, kTokenOffset, m.token, 4);
-    putBe(b, kProducerWrapOffset, m.producer.wrap, 2);
-    putBe(b, kProducerCountOffset, m.producer.count, 4);
-    putBe(b, kConsumerWrapOffset, m.consumer.wrap, 2);
-    putBe(b, kConsumerCountOffset, m.consumer.count, 4);
-    b[kProducerFlagsOffset] = std::byte{toByte(m.producerFlags)};
-    b[kConnFlagsOffset] = std::byte{toByte(m.connFlags)};
+    BeWriter w{out};
+    w.u8(kTypeOffset, kCdcType);
+    w.u8(kLengthOffset, kSmcrCdcSize);
+    w.be(kSeqOffset, m.seq, 2);
+    w.be(kTokenOffset, m.token, 4);
+    w.be(kProducerWrapOffset, m.producer.wrap, 2);
+    w.be(kProducerCountOffset, m.producer.count, 4);
+    w.be(kConsumerWrapOffset, m.consumer.wrap, 2);
+    w.be(kConsumerCountOffset, m.consumer.count, 4);
+    w.u8(kProducerFlagsOffset, toByte(m.producerFlags));
+    w.u8(kConnFlagsOffset, toByte(m.connFlags));
     return out;
 }
 
@@ -130,15 +117,14 @@ Result<CdcMessage> decodeSmcr(std::span<const std::byte> bytes) noexcept
         return CdcErrc::BadType;
     if (std::to_integer<std::uint8_t>(bytes[kLengthOffset]) != kSmcrCdcSize)
         return CdcErrc::BadLength;
+    const BeReader r{bytes};
     CdcMessage m;
-    m.seq = static_cast<std::uint16_t>(getBe(bytes, kSeqOffset, 2));
-    m.token = getBe(bytes, kTokenOffset, 4);
-    m.producer = {static_cast<std::uint16_t>(getBe(bytes, kProducerWrapOffset, 2)),
-                  getBe(bytes, kProducerCountOffset, 4)};
-    m.consumer = {static_cast<std::uint16_t>(getBe(bytes, kConsumerWrapOffset, 2)),
-                  getBe(bytes, kConsumerCountOffset, 4)};
-    m.producerFlags = producerFlagsFrom(std::to_integer<std::uint8_t>(bytes[kProducerFlagsOffset]));
-    m.connFlags = connFlagsFrom(std::to_integer<std::uint8_t>(bytes[kConnFlagsOffset]));
+    m.seq = r.be16(kSeqOffset);
+    m.token = r.be32(kTokenOffset);
+    m.producer = {r.be16(kProducerWrapOffset), r.be32(kProducerCountOffset)};
+    m.consumer = {r.be16(kConsumerWrapOffset), r.be32(kConsumerCountOffset)};
+    m.producerFlags = producerFlagsFrom(r.u8(kProducerFlagsOffset));
+    m.connFlags = connFlagsFrom(r.u8(kConnFlagsOffset));
     return m;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/bytes.h"
 #include "smc/core/conn_errors.h"
 
 namespace smc
@@ -300,10 +301,7 @@ constexpr std::size_t kCdcTokenOffset = 4;
 
 std::uint32_t cdcToken(std::span<const std::byte> m)
 {
-    std::uint32_t t = 0;
-    for (std::size_t i = 0; i < 4; ++i)
-        t = (t << 8) | std::to_integer<std::uint32_t>(m[kCdcTokenOffset + i]);
-    return t;
+    return static_cast<std::uint32_t>(loadBe(m, kCdcTokenOffset, 4));
 }
 } // namespace
 

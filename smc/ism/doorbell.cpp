@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "base/sys_error.h"
+
 namespace smc::doorbell
 {
 
@@ -13,7 +15,7 @@ Result<Pair> make() noexcept
 {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
-        return std::error_code(errno, std::generic_category());
+        return lastError();
     return Pair{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 

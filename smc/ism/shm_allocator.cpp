@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // ShmAllocator: one sealed memfd per buffer, mapped shared; address -> memfd for the device.
 #include "smc/ism/shm_allocator.h"
+#include "base/sys_error.h"
 
 #include <cerrno>
 #include <new>
@@ -21,14 +22,6 @@ struct ShmAllocator::State {
     mutable Mutex mutex;
     std::map<const std::byte*, Region> regions SMC_GUARDED_BY(mutex);
 };
-
-namespace
-{
-std::error_code lastError() noexcept
-{
-    return {errno, std::generic_category()};
-}
-} // namespace
 
 Result<UniqueFd> makeSealedMemfd(std::size_t bytes) noexcept
 {

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/sys_error.h"
 #include "smc/ism/shm_wire.h"
 
 namespace smc
@@ -24,10 +25,6 @@ namespace smc
 
 namespace
 {
-std::error_code lastError() noexcept
-{
-    return {errno, std::generic_category()};
-}
 
 std::uint64_t fnv1a(const char* data, std::size_t n) noexcept
 {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/bytes.h"
 #include "smc/llc/llc_messages.h"
 
 namespace smc::llc
@@ -43,53 +44,8 @@ public:
     }
 };
 
-// Big-endian field access on a byte buffer.
-struct Reader {
-    std::span<const std::byte> b;
-    std::uint8_t u8(std::size_t o) const { return std::to_integer<std::uint8_t>(b[o]); }
-    std::uint32_t be(std::size_t o, int n) const
-    {
-        std::uint32_t v = 0;
-        for (int i = 0; i < n; ++i)
-            v = v << 8 | u8(o + i);
-        return v;
-    }
-    std::uint64_t be64(std::size_t o) const { return std::uint64_t{be(o, 4)} << 32 | be(o + 4, 4); }
-    template <std::size_t N> std::array<std::uint8_t, N> bytes(std::size_t o) const
-    {
-        std::array<std::uint8_t, N> a{};
-        for (std::size_t i = 0; i < N; ++i)
-            a[i] = u8(o + i);
-        return a;
-    }
-    std::uint16_t host16(std::size_t o) const // Linux writes length_v2 and num_rkeys unswapped
-    {
-        std::uint16_t v;
-        std::memcpy(&v, b.data() + o, 2);
-        return v;
-    }
-};
-
-struct Writer {
-    std::vector<std::byte>& b;
-    void u8(std::size_t o, std::uint8_t v) { b[o] = std::byte{v}; }
-    void be(std::size_t o, std::uint32_t v, int n)
-    {
-        for (int i = n - 1; i >= 0; --i, v >>= 8)
-            b[o + i] = std::byte(v & 0xff);
-    }
-    void be64(std::size_t o, std::uint64_t v)
-    {
-        be(o, static_cast<std::uint32_t>(v >> 32), 4);
-        be(o + 4, static_cast<std::uint32_t>(v), 4);
-    }
-    template <std::size_t N> void bytes(std::size_t o, const std::array<std::uint8_t, N>& a)
-    {
-        for (std::size_t i = 0; i < N; ++i)
-            b[o + i] = std::byte{a[i]};
-    }
-    void host16(std::size_t o, std::uint16_t v) { std::memcpy(b.data() + o, &v, 2); }
-};
+using Reader = BeReader;
+using Writer = BeWriter;
 
 constexpr std::size_t kAddLinkExtHeader = 28;
 constexpr std::size_t kRkeyPairSize = 16;
@@ -122,7 +78,7 @@ std::uint8_t allowedFlags(Type t)
 
 RkeyPair readPair(const Reader& r, std::size_t o)
 {
-    return {r.be(o, 4), r.be(o + 4, 4), r.be64(o + 8)};
+    return {r.be32(o), r.be32(o + 4), r.be64(o + 8)};
 }
 
 void writePair(Writer& w, std::size_t o, const RkeyPair& p)
@@ -275,7 +231,7 @@ Result<Message> decode(std::span<const std::byte> bytes)
         d.all = flags & kFlagDeleteAll;
         d.orderly = flags & kFlagDeleteOrderly;
         d.linkId = r.u8(4);
-        d.reason = static_cast<DeleteReason>(r.be(5, 4));
+        d.reason = static_cast<DeleteReason>(r.be32(5));
         m.body = d;
         break;
     }
@@ -302,10 +258,10 @@ Result<Message> decode(std::span<const std::byte> bytes)
         const std::size_t n = r.u8(4);
         if (n > 2)
             return DecodeError::BadCount;
-        c.rkey = r.be(5, 4);
+        c.rkey = r.be32(5);
         c.vaddr = r.be64(9);
         for (std::size_t i = 0; i < n; ++i)
-            c.others.push_back({r.u8(17 + i * 13), r.be(18 + i * 13, 4), r.be64(22 + i * 13)});
+            c.others.push_back({r.u8(17 + i * 13), r.be32(18 + i * 13), r.be64(22 + i * 13)});
         m.body = std::move(c);
         break;
     }
@@ -331,7 +287,7 @@ Result<Message> decode(std::span<const std::byte> bytes)
                 return DecodeError::BadCount;
             d.errorMask = r.u8(5);
             for (std::size_t i = 0; i < n; ++i)
-                d.rkeys.push_back(r.be(8 + i * 4, 4));
+                d.rkeys.push_back(r.be32(8 + i * 4));
         } else {
             d.invalidCount = r.u8(5);
             if (m.response) { // Linux answers with the rkey area zeroed
@@ -340,7 +296,7 @@ Result<Message> decode(std::span<const std::byte> bytes)
                 if (n < 1 || length < kDeleteRkeyList + n * 4)
                     return DecodeError::BadCount;
                 for (std::size_t i = 0; i < n; ++i)
-                    d.rkeys.push_back(r.be(kDeleteRkeyList + i * 4, 4));
+                    d.rkeys.push_back(r.be32(kDeleteRkeyList + i * 4));
             }
         }
         m.body = std::move(d);

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Listener: TCP accepts on its own thread, handshakes on the stack's pool, a ready queue.
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/event_fd.h"
 #include "smc/socket/clc_io.h"
 #include "smc/socket/internal/arrivals.h"
 #include "smc/socket/internal/socket_impl.h"
@@ -35,7 +35,7 @@ namespace smc
 class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
 {
 public:
-    ListenerImpl(SmcStack& stack, UniqueFd tcp, const SocketOptions& options, UniqueFd ready)
+    ListenerImpl(SmcStack& stack, UniqueFd tcp, const SocketOptions& options, EventFd ready)
         : stack_(stack), tcp_(std::move(tcp)), options_(options), ready_(std::move(ready)),
           arrivals_(std::make_shared<Arrivals>(stack.executor()))
     {
@@ -45,10 +45,12 @@ public:
     Result<void> start()
     {
         if (!options_.sharedAcceptQueue) {
-            stop_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-            room_ = std::make_shared<UniqueFd>(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-            if (!stop_ || !*room_)
-                return net::lastError();
+            Result<EventFd> stop = EventFd::create();
+            Result<EventFd> room = EventFd::create();
+            if (!stop || !room)
+                return stop ? room.error() : stop.error();
+            stop_ = std::move(*stop);
+            room_ = std::make_shared<EventFd>(std::move(*room));
             acceptor_ = std::thread([this] { acceptLoop(); });
             return {};
         }
@@ -63,7 +65,7 @@ public:
     // handshake that failed, a queued connection whose peer went.
     void acceptLoop() noexcept
     {
-        std::array<pollfd, 3> fds{pollfd{stop_.get(), POLLIN, 0}, pollfd{room_->get(), POLLIN, 0},
+        std::array<pollfd, 3> fds{pollfd{stop_.fd(), POLLIN, 0}, pollfd{room_->fd(), POLLIN, 0},
                                   pollfd{tcp_.get(), POLLIN, 0}};
         bool starved = false;
         for (;;) {
@@ -80,9 +82,8 @@ public:
                 return;
             if (fds[0].revents != 0)
                 return; // close()
-            std::uint64_t count = 0;
             if (fds[1].revents != 0)
-                (void)!::read(room_->get(), &count, sizeof count);
+                room_->clear();
             starved = !acceptAll();
         }
     }
@@ -169,11 +170,7 @@ public:
     }
 
     // Not readable any more: the queue is empty.
-    void drainReady() noexcept
-    {
-        std::uint64_t count = 0;
-        (void)!::read(ready_.get(), &count, sizeof count);
-    }
+    void drainReady() noexcept { ready_.clear(); }
 
     // Closes connections nobody accepted on the handshake pool: an SMC-R close waits for
     // the peer's answer, which neither the accepting thread nor accept() should.
@@ -188,13 +185,7 @@ public:
     void roomMade() noexcept
     {
         if (room_)
-            ring(*room_);
-    }
-
-    static void ring(const UniqueFd& eventFd) noexcept
-    {
-        const std::uint64_t one = 1;
-        (void)!::write(eventFd.get(), &one, sizeof one);
+            room_->signal();
     }
 
     void admit(UniqueFd fd) noexcept
@@ -354,7 +345,7 @@ public:
     void push(std::shared_ptr<SocketImpl> impl, bool handshaken = false)
     {
         if (room_) // a queued connection whose peer goes may make room
-            impl->onPeerGone([room = room_] { ring(*room); });
+            impl->onPeerGone([room = room_] { room->signal(); });
         {
             MutexLocker lock(mutex_);
             if (handshaken)
@@ -366,7 +357,7 @@ public:
             }
             queue_.push_back(std::move(impl));
         }
-        ring(ready_);
+        ready_.signal();
         wake_.notify_all();
     }
 
@@ -426,7 +417,7 @@ public:
         if (id >= 0) // waits for a running callback, which takes mutex_
             stack_.executor().unwatch(id);
         if (acceptor_.joinable()) {
-            ring(stop_);
+            stop_.signal();
             acceptor_.join();
         }
         arrivals_->close(); // no new arrival now; the waiting ones end here
@@ -442,7 +433,7 @@ public:
         tcp_.reset();
     }
 
-    int readyFd() const noexcept { return ready_.get(); }
+    int readyFd() const noexcept { return ready_.fd(); }
     std::uint16_t port() const
     {
         Result<net::SocketAddress> a = net::localAddress(tcp_.get());
@@ -462,11 +453,11 @@ private:
     SmcStack& stack_;
     UniqueFd tcp_;
     const SocketOptions options_;
-    UniqueFd ready_; // an eventfd: readable while the queue holds a connection
-    UniqueFd stop_;  // an eventfd: close() tells the accepting thread to end
+    EventFd ready_; // readable while the queue holds a connection
+    EventFd stop_;  // close() tells the accepting thread to end
     // An eventfd: the accepting thread, waiting for room, looks again (shared with queued
     // connections' peer-gone hooks, which may outlive the listener).
-    std::shared_ptr<UniqueFd> room_;
+    std::shared_ptr<EventFd> room_;
     std::thread acceptor_; // the accepting thread (not with a shared accept queue)
     Mutex callback_;       // held while the epoll callback runs (shared accept queue)
     Mutex pooledAccept_;   // held by the shared queue's accepting task while it runs
@@ -506,11 +497,11 @@ Result<Listener> Listener::listen(SmcStack& stack, std::string_view host, std::u
         net::listenTcp(*at, SOMAXCONN, options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
     if (!tcp)
         return tcp.error();
-    UniqueFd ready(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    Result<EventFd> ready = EventFd::create();
     if (!ready)
-        return net::lastError();
+        return ready.error();
     Listener l;
-    l.impl_ = std::make_shared<ListenerImpl>(stack, std::move(*tcp), options, std::move(ready));
+    l.impl_ = std::make_shared<ListenerImpl>(stack, std::move(*tcp), options, std::move(*ready));
     if (Result<void> r = l.impl_->start(); !r)
         return r.error();
     return l;

@@ -2,9 +2,6 @@
 // SmcrConnection: its CDCs, the group's events (a CDC in, failover, the end), close, readiness.
 #include "smc/socket/smcr_connection.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -165,10 +162,8 @@ void SmcrConnection::wake()
 {
     ++wakes_;
     changed_.notify_all();
-    if (events_) {
-        const std::uint64_t one = 1;
-        (void)::write(events_.get(), &one, sizeof one);
-    }
+    if (events_)
+        events_.signal();
 }
 
 void SmcrConnection::wait(MutexLocker& lock, Deadline until)
@@ -408,17 +403,16 @@ int SmcrConnection::enableEvents() noexcept
 {
     MutexLocker lock(mutex_);
     if (!events_)
-        events_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    return events_ ? events_.get() : -1;
+        if (Result<EventFd> e = EventFd::create())
+            events_ = std::move(*e);
+    return events_ ? events_.fd() : -1;
 }
 
 void SmcrConnection::drainEvents() noexcept
 {
     MutexLocker lock(mutex_);
-    if (events_) {
-        std::uint64_t n = 0;
-        (void)::read(events_.get(), &n, sizeof n);
-    }
+    if (events_)
+        events_.clear();
 }
 
 void SmcrConnection::fillInfo(ConnectionInfo& info) const

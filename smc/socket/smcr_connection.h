@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 
+#include "base/event_fd.h"
 #include "base/mutex.h"
 #include "base/unique_fd.h"
 #include "smc/cdc/cdc_close.h"
@@ -190,7 +191,7 @@ private:
     };
     std::deque<Sent> unconfirmed_ SMC_GUARDED_BY(mutex_);
     std::uint64_t confirmed_ SMC_GUARDED_BY(mutex_) = 0;
-    UniqueFd events_ SMC_GUARDED_BY(mutex_);
+    EventFd events_ SMC_GUARDED_BY(mutex_);
     std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
     std::size_t unannounced_ SMC_GUARDED_BY(mutex_) = 0; // written, not yet in a CDC
     std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;

@@ -97,7 +97,7 @@ Result<std::size_t> SocketImpl::send(std::span<const std::byte> data, SendFlags 
         if (n >= 0)
             return static_cast<std::size_t>(n);
         if (errno != EAGAIN && errno != EINTR)
-            return net::lastError();
+            return lastError();
         if (nonBlocking_)
             return std::make_error_code(std::errc::resource_unavailable_try_again);
         if (Result<short> r = net::waitFor(tcp_.get(), POLLOUT, deadline); !r)
@@ -131,7 +131,7 @@ Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
         if (n >= 0)
             return static_cast<std::size_t>(n);
         if (errno != EAGAIN && errno != EINTR)
-            return net::lastError();
+            return lastError();
         if (nonBlocking_)
             return std::make_error_code(std::errc::resource_unavailable_try_again);
         if (Result<short> r = net::waitFor(tcp_.get(), POLLIN, deadline); !r)
@@ -194,7 +194,7 @@ Result<void> SocketImpl::shutdown(Shutdown how)
     }
     const int h = how == Shutdown::Read ? SHUT_RD : how == Shutdown::Write ? SHUT_WR : SHUT_RDWR;
     if (::shutdown(tcp_.get(), h) != 0)
-        return net::lastError();
+        return lastError();
     return {};
 }
 

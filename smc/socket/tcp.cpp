@@ -113,7 +113,7 @@ Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline, const Sm
         option->unmark(fd->get());
     if (rc != 0) {
         if (error != EINPROGRESS)
-            return std::error_code(error, std::generic_category());
+            return errnoCode(error);
         Result<short> ready = waitFor(fd->get(), POLLOUT, deadline);
         if (!ready)
             return ready.error();
@@ -121,7 +121,7 @@ Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline, const Sm
         socklen_t length = sizeof failed;
         ::getsockopt(fd->get(), SOL_SOCKET, SO_ERROR, &failed, &length);
         if (failed != 0)
-            return std::error_code(failed, std::generic_category());
+            return errnoCode(failed);
     }
     return fd;
 }
@@ -142,7 +142,7 @@ Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog, const SmcTcpOpt
     if (marked)
         option->unmark(fd->get());
     if (rc != 0)
-        return std::error_code(error, std::generic_category());
+        return errnoCode(error);
     return fd;
 }
 

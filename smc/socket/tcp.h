@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "base/sys_error.h"
 #include "base/unique_fd.h"
 #include "smc/socket/tcp_option.h"
 
@@ -58,11 +59,5 @@ Result<SocketAddress> localAddress(int fd);
 Result<SocketAddress> peerAddress(int fd);
 // An IPPROTO_TCP option on or off (TCP_CORK, TCP_NODELAY). Errors: setsockopt(2)'s.
 Result<void> setTcpOption(int fd, int option, bool on);
-
-// The error of the last call as an error_code.
-inline std::error_code lastError() noexcept
-{
-    return {errno, std::generic_category()};
-}
 
 } // namespace smc::net

@@ -2,6 +2,7 @@
 // SMC's TCP option by BPF sock_ops: the program assembled here and loaded with bpf(2) (no
 // libbpf or clang: the project's dependencies are fixed), its socket map and cgroup link.
 #include "smc/socket/tcp_option.h"
+#include "base/sys_error.h"
 
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -21,16 +22,11 @@ namespace smc::net
 namespace
 {
 
-std::error_code errnoCode(int e) noexcept
-{
-    return std::error_code(e, std::generic_category());
-}
-
 Result<UniqueFd> bpf(int cmd, bpf_attr& attr) noexcept
 {
     const long fd = ::syscall(__NR_bpf, cmd, &attr, sizeof attr);
     if (fd < 0)
-        return errnoCode(errno);
+        return lastError();
     return UniqueFd(static_cast<int>(fd));
 }
 
@@ -221,7 +217,7 @@ Result<std::uint64_t> cookieOf(int fd) noexcept
     std::uint64_t cookie = 0;
     socklen_t len = sizeof cookie;
     if (::getsockopt(fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) != 0)
-        return errnoCode(errno);
+        return lastError();
     return cookie;
 }
 
@@ -245,7 +241,7 @@ Result<std::unique_ptr<SmcTcpOption>> SmcTcpOption::attach()
         return dir.error();
     UniqueFd cgroup(::open(dir->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!cgroup)
-        return errnoCode(errno);
+        return lastError();
     bpf_attr l{};
     l.link_create.prog_fd = static_cast<__u32>(prog->get());
     l.link_create.target_fd = static_cast<__u32>(cgroup.get());
@@ -292,14 +288,14 @@ Result<void> attachSmcTcpOptionToCgroup(const std::string& cgroupDir, std::strin
         return prog.error();
     UniqueFd cgroup(::open(cgroupDir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!cgroup)
-        return errnoCode(errno);
+        return lastError();
     bpf_attr attr{};
     attr.target_fd = static_cast<__u32>(cgroup.get());
     attr.attach_bpf_fd = static_cast<__u32>(prog->get());
     attr.attach_type = BPF_CGROUP_SOCK_OPS;
     attr.attach_flags = BPF_F_ALLOW_MULTI;
     if (::syscall(__NR_bpf, BPF_PROG_ATTACH, &attr, sizeof attr) != 0)
-        return errnoCode(errno);
+        return lastError();
     return {}; // the cgroup holds the program now
 }
 

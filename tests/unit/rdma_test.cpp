@@ -16,11 +16,11 @@ namespace
 TEST(VerbsErrors, ThreeConventionsNormalised)
 {
     errno = ENOMEM;
-    EXPECT_EQ(errnoError(), std::errc::not_enough_memory);
+    EXPECT_EQ(lastError(), std::errc::not_enough_memory);
     errno = 0;
-    EXPECT_EQ(errnoError(), std::errc::io_error) << "NULL without errno is still an error";
-    EXPECT_FALSE(returnedError(0));
-    EXPECT_EQ(returnedError(EINVAL), std::errc::invalid_argument);
+    EXPECT_EQ(lastError(), std::errc::io_error) << "NULL without errno is still an error";
+    EXPECT_FALSE(errnoCode(0));
+    EXPECT_EQ(errnoCode(EINVAL), std::errc::invalid_argument);
     EXPECT_FALSE(completionError(IBV_WC_SUCCESS));
     const std::error_code rae = completionError(IBV_WC_REM_ACCESS_ERR);
     EXPECT_EQ(rae.category().name(), std::string("ibv_wc"));

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "base/bytes.h"
 #include "smc/clc/clc_messages.h"
 
 namespace smc::clc::wire
@@ -41,58 +42,8 @@ inline constexpr std::size_t kFceSize = 52;
 inline constexpr std::size_t kFceSizeSmcdRelease0 = 36;
 inline constexpr std::size_t kGidListHeaderSize = 4;
 
-// Big-endian reads. Callers check bounds first; the asserts catch a codec bug in tests.
-struct Reader {
-    std::span<const std::byte> b;
-
-    std::uint8_t u8(std::size_t o) const
-    {
-        assert(o < b.size());
-        return std::to_integer<std::uint8_t>(b[o]);
-    }
-    std::uint64_t be(std::size_t o, int n) const
-    {
-        assert(o + n <= b.size());
-        std::uint64_t v = 0;
-        for (int i = 0; i < n; ++i)
-            v = v << 8 | std::to_integer<std::uint8_t>(b[o + i]);
-        return v;
-    }
-    std::uint16_t be16(std::size_t o) const { return static_cast<std::uint16_t>(be(o, 2)); }
-    std::uint32_t be32(std::size_t o) const { return static_cast<std::uint32_t>(be(o, 4)); }
-    std::uint64_t be64(std::size_t o) const { return be(o, 8); }
-    template <std::size_t N> std::array<std::uint8_t, N> bytes(std::size_t o) const
-    {
-        assert(o + N <= b.size());
-        std::array<std::uint8_t, N> a{};
-        for (std::size_t i = 0; i < N; ++i)
-            a[i] = std::to_integer<std::uint8_t>(b[o + i]);
-        return a;
-    }
-};
-
-// Writes into a buffer sized (and zeroed) up front, so reserved bytes stay 0.
-struct Writer {
-    std::vector<std::byte>& b;
-
-    void u8(std::size_t o, std::uint8_t v)
-    {
-        assert(o < b.size());
-        b[o] = std::byte{v};
-    }
-    void be(std::size_t o, std::uint64_t v, int n)
-    {
-        assert(o + n <= b.size());
-        for (int i = n - 1; i >= 0; --i, v >>= 8)
-            b[o + i] = std::byte(v & 0xff);
-    }
-    template <std::size_t N> void bytes(std::size_t o, const std::array<std::uint8_t, N>& a)
-    {
-        assert(o + N <= b.size());
-        for (std::size_t i = 0; i < N; ++i)
-            b[o + i] = std::byte{a[i]};
-    }
-};
+using Reader = BeReader;
+using Writer = BeWriter;
 
 constexpr std::uint8_t headerByte7(std::uint8_t version, std::uint8_t typeV2, std::uint8_t typeV1)
 {
