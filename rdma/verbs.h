@@ -14,6 +14,7 @@
 
 #include "base/result.h"
 #include "base/sys_error.h"
+#include "base/wire_ids.h"
 
 namespace smc::rdma
 {
@@ -35,8 +36,8 @@ Result<std::vector<std::string>> listDevices();
 // CQs, everything before the device context) holds whatever order the
 // owner drops them in.
 
-using Gid = std::array<std::uint8_t, 16>;
-using Mac = std::array<std::uint8_t, 6>;
+using smc::Gid;
+using smc::Mac;
 
 struct PortInfo {
     ibv_port_state state = IBV_PORT_NOP;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/wire_ids.h"
 #include "smc/clc/clc_errors.h"
 
 namespace smc::clc
@@ -110,9 +111,9 @@ enum class DeclineCode : std::uint32_t {
 // Linux's name without the SMC_CLC_DECL_ prefix ("NOSMCDDEV"); "?" for an unknown code.
 const char* toString(DeclineCode code) noexcept;
 
-using SystemId = std::array<std::uint8_t, 8>; // Linux: 2 random bytes + a MAC; ours: random
-using Gid = std::array<std::uint8_t, 16>;
-using Mac = std::array<std::uint8_t, 6>;
+using smc::Gid;
+using smc::Mac;
+using smc::SystemId;
 using Eid = std::array<std::uint8_t, kEidSize>;           // upper-case, blank padded
 using Hostname = std::array<std::uint8_t, kHostnameSize>; // ASCII, blank padded
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/executor.h"
+#include "base/wire_ids.h"
 #include "pool/buffer_pool.h"
 #include "smc/core/connection.h"
 #include "smc/core/connection_table.h"
@@ -22,8 +23,6 @@
 
 namespace smc
 {
-
-using SystemId = std::array<std::uint8_t, 8>;
 
 struct LinkGroupConfig {
     Role role = Role::Client;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/wire_ids.h"
 
 namespace smc::llc
 {
@@ -41,8 +42,8 @@ enum class Type : std::uint8_t {
 };
 const char* toString(Type type) noexcept;
 
-using Mac = std::array<std::uint8_t, 6>;
-using Gid = std::array<std::uint8_t, 16>;
+using smc::Gid;
+using smc::Mac;
 
 // Flag bits of byte 3.
 inline constexpr std::uint8_t kFlagResponse = 0x80;

@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/wire_ids.h"
 
 namespace smc
 {
-
-using Gid = std::array<std::uint8_t, 16>; // RoCE GID (llc::Gid is the same type)
 
 // The longest control message of a link: 44 bytes (CDC, LLC v1), or 8 KiB on an SMC-Rv2
 // link (Linux SMC_WR_BUF_V2_SIZE: ADD_LINK with its rkeys).
@@ -25,8 +24,6 @@ constexpr std::size_t maxLinkMessage(std::uint8_t llcVersion) noexcept
 {
     return llcVersion >= 2 ? kLongMessages : kShortMessages;
 }
-using Mac = std::array<std::uint8_t, 6>;
-
 // Where one end of a link is: what CLC and ADD_LINK carry.
 struct LinkAddress {
     std::uint32_t qpn = 0;
