@@ -13,6 +13,7 @@
 
 #include "base/mutex.h"
 #include "pool/buffer_desc.h"
+#include "smc/cdc/cdc_messages.h"
 #include "smc/llc/llc_messages.h"
 #include "smc/llc/rtoken_table.h"
 
@@ -104,7 +105,7 @@ private:
     // but a failover validation carries no cursors: with the one before it
     // kept too, a validation never hides the data CDC it followed.
     static constexpr std::size_t kParkedCdcs = 2;
-    mutable std::deque<std::array<std::byte, llc::kCdcSize>>
+    mutable std::deque<std::array<std::byte, cdc::kSmcrCdcSize>>
         parkedCdcs_ SMC_GUARDED_BY(eventsMutex_);
 };
 

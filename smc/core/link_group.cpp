@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/bytes.h"
+#include "smc/cdc/cdc_messages.h"
 #include "smc/core/conn_errors.h"
 
 namespace smc
@@ -309,7 +310,7 @@ Result<void> LinkGroup::sendCdc(const Connection& conn, std::span<const std::byt
 {
     if (conn.group_ != this)
         return ConnErrc::UnknownConnection;
-    if (message.size() != llc::kCdcSize || message[0] != std::byte{llc::kCdcType})
+    if (message.size() != cdc::kSmcrCdcSize || message[0] != std::byte{cdc::kCdcType})
         return std::make_error_code(std::errc::invalid_argument);
     ReadLocker lock(conn.use_); // closeConnection waits for it
     if (conn.state_ != Connection::State::Open)
@@ -344,8 +345,8 @@ Result<void> LinkGroup::setConnectionEvents(const Connection& conn, ConnectionEv
 
 void LinkGroup::cdcReceived(unsigned /*slot*/, std::span<const std::byte> message)
 {
-    if (message.size() < llc::kCdcMinSize ||
-        std::to_integer<std::size_t>(message[1]) != llc::kCdcSize) {
+    if (message.size() < cdc::kSmcrCdcMinSize ||
+        std::to_integer<std::size_t>(message[1]) != cdc::kSmcrCdcSize) {
         cdcMalformed_.fetch_add(1, std::memory_order_relaxed); // Linux drops it too
         return;
     }
@@ -355,8 +356,8 @@ void LinkGroup::cdcReceived(unsigned /*slot*/, std::span<const std::byte> messag
         if (conn->events_.cdc) {
             conn->events_.cdc(message);
         } else {
-            std::array<std::byte, llc::kCdcSize> parked{};
-            std::memcpy(parked.data(), message.data(), std::min(message.size(), llc::kCdcSize));
+            std::array<std::byte, cdc::kSmcrCdcSize> parked{};
+            std::memcpy(parked.data(), message.data(), std::min(message.size(), cdc::kSmcrCdcSize));
             if (conn->parkedCdcs_.size() == Connection::kParkedCdcs)
                 conn->parkedCdcs_.pop_front();
             conn->parkedCdcs_.push_back(parked);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "smc/cdc/cdc_messages.h"
 #include "smc/llc/link_errors.h"
 
 namespace smc
@@ -240,7 +241,7 @@ Result<Message> LlcEngine::exchange(unsigned sendSlot, const Message& m, unsigne
 
 void LlcEngine::onMessage(unsigned slot, std::uint64_t epoch, std::vector<std::byte> bytes)
 {
-    if (!bytes.empty() && bytes[0] == std::byte{llc::kCdcType}) {
+    if (!bytes.empty() && bytes[0] == std::byte{cdc::kCdcType}) {
         {
             MutexLocker lock(mutex_);
             if (links_[slot].epoch != epoch)

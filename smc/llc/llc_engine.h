@@ -79,7 +79,7 @@ public:
     virtual void moveConnections(unsigned from, unsigned to) = 0;
     // The group is gone (DELETE_LINK ALL went out if a link was left).
     virtual void groupEnded(std::string reason) = 0;
-    // A message whose byte 0 is llc::kCdcType (a CDC, not LLC) came on `slot`:
+    // A message whose byte 0 is cdc::kCdcType (a CDC, not LLC) came on `slot`:
     // handed over unparsed, in the order of the link, on its delivery thread.
     virtual void cdcReceived(unsigned slot, std::span<const std::byte> message) = 0;
 

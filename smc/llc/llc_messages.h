@@ -22,12 +22,6 @@ namespace smc::llc
 inline constexpr std::size_t kMessageSize = 44;
 inline constexpr std::size_t kMaxV2Size = 8192;
 inline constexpr std::size_t kMaxAddLinkRkeys = 255; // in a v2 ADD_LINK's extension
-// Byte 0 of an SMC-R CDC message: CDC shares the links with LLC and byte 0 tells them apart
-// (connection notes §2.1); its size on the wire, and how much of it Linux reads (up to the
-// connection flags). The layers below smc/cdc check no more than these.
-inline constexpr std::uint8_t kCdcType = 0xfe;
-inline constexpr std::size_t kCdcSize = 44;
-inline constexpr std::size_t kCdcMinSize = 26;
 
 enum class Type : std::uint8_t {
     ConfirmLink = 0x01,
