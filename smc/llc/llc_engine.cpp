@@ -4,7 +4,6 @@
 #include "smc/llc/llc_engine.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "smc/cdc/cdc_messages.h"
 #include "smc/llc/link_errors.h"
@@ -121,12 +120,21 @@ Result<void> LlcEngine::attach(unsigned slot, NewLink link)
         return r;
     }
     std::shared_ptr<LinkChannel> channel = std::move(link.channel);
+    // The table's copy and every copy taken from it share `users`, whose end says the last
+    // of them is gone (clearLink waits for that, not for the channel's own count).
+    struct Users {
+        std::promise<void> gone;
+        ~Users() { gone.set_value(); }
+    };
+    auto users = std::make_shared<Users>();
+    std::future<void> drained = users->gone.get_future();
     std::uint64_t epoch;
     {
         MutexLocker lock(mutex_);
         Link& l = links_[slot];
         l.state = LinkState::Activating;
-        l.channel = channel;
+        l.channel = std::shared_ptr<LinkChannel>(std::move(users), channel.get());
+        owned_[slot] = {channel, std::move(drained)};
         l.registrar = std::move(link.registrar);
         l.local = link.local;
         l.peer = {};
@@ -146,6 +154,7 @@ Result<void> LlcEngine::attach(unsigned slot, NewLink link)
 void LlcEngine::clearLink(unsigned slot)
 {
     std::shared_ptr<LinkChannel> channel;
+    Owned owned;
     std::shared_ptr<Registrar> registrar;
     {
         MutexLocker lock(mutex_);
@@ -153,6 +162,7 @@ void LlcEngine::clearLink(unsigned slot)
         if (l.state == LinkState::Unused)
             return;
         channel = std::move(l.channel);
+        owned = std::move(owned_[slot]);
         registrar = std::move(l.registrar);
         l.state = LinkState::Unused;
         l.epoch = 0; // its channel's last reports are ignored
@@ -160,12 +170,12 @@ void LlcEngine::clearLink(unsigned slot)
     }
     if (channel) {
         channel->close(); // a DELETE_LINK just sent still reaches the peer
-        // A send or write holds its own reference for one call. The channel
-        // is destroyed here, outside the lock (it waits for its deliveries);
-        // no new reference can be taken any more.
-        while (channel.use_count() > 1)
-            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        // A send or write holds its own copy for one call; no new copy can be taken any
+        // more. The channel is destroyed here, outside the lock (it waits for its
+        // deliveries), once the last of those calls returned.
         channel.reset();
+        owned.drained.wait();
+        owned.channel.reset();
     }
     rtokens_.clearLink(slot);
     (void)pool_->removeLink(slot); // every buffer unregistered from the link

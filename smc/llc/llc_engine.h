@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -273,6 +274,14 @@ private:
     // Woken on every change a flow or a waiter may wait for.
     ConditionVariable changed_;
     LinkTable links_ SMC_GUARDED_BY(mutex_);
+    // Per slot, the channel itself: links_[slot].channel only refers to it (an alias that
+    // shares `users`), so when clearLink drops the table's copy, `drained` is ready once the
+    // last call that copied it returned.
+    struct Owned {
+        std::shared_ptr<LinkChannel> channel;
+        std::future<void> drained;
+    };
+    std::array<Owned, kMaxLinks> owned_ SMC_GUARDED_BY(mutex_);
     Flow flow_ SMC_GUARDED_BY(mutex_) = Flow::None;
     Waiter* waiter_ SMC_GUARDED_BY(mutex_) = nullptr;
     std::deque<Event> queue_ SMC_GUARDED_BY(mutex_);              // peer requests, in order
