@@ -16,6 +16,7 @@
 #include "smc/core/link_group.h"
 #include "smc/testing/local_pair.h"
 #include "tests/libtest/group_pair.h"
+#include "tests/libtest/liveness.h"
 
 namespace smc::test
 {
@@ -26,19 +27,6 @@ inline std::optional<unsigned> slotOfId(const LinkGroup& g, std::uint8_t linkId)
         if (l.linkId == linkId)
             return l.slot;
     return std::nullopt;
-}
-
-// Polls f until it holds (true) or `limit` passed (false); sanitizer builds are slow.
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(10))
-{
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (!f()) {
-        if (std::chrono::steady_clock::now() > end)
-            return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return true;
 }
 
 // Starts the pair (its first link), failing the test on error; run it

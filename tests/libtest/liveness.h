@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Liveness checks for tests: a call that must return in time, and the CPU a wait cost.
+// Liveness checks for tests: a condition that comes true in time, a call that returns in time,
+// and the CPU a wait cost.
 #pragma once
 
 #include <sys/resource.h>
@@ -13,6 +14,19 @@
 
 namespace smc::test
 {
+
+// Polls f until it holds (true) or `limit` passed (false); sanitizer builds are slow.
+template <typename F>
+bool eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(10))
+{
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!f()) {
+        if (std::chrono::steady_clock::now() > end)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+}
 
 // CPU time this process used (every thread), to tell sleeping from spinning.
 inline std::chrono::microseconds processCpu()

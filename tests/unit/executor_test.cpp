@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "base/unique_fd.h"
+#include "tests/libtest/liveness.h"
 
 namespace smc
 {
@@ -22,16 +23,7 @@ namespace
 
 using namespace std::chrono_literals;
 
-template <typename F> bool eventually(F f, std::chrono::milliseconds limit = 5s)
-{
-    const auto end = Clock::now() + limit;
-    while (!f()) {
-        if (Clock::now() > end)
-            return false;
-        std::this_thread::sleep_for(1ms);
-    }
-    return true;
-}
+using test::eventually;
 
 TEST(SerialQueue, RunsTasksInOrderAndOneAtATime)
 {

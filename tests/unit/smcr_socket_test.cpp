@@ -12,6 +12,7 @@
 #include "smc/socket/smcss.h"
 #include "smc/testing/inproc_fabric.h"
 #include "tests/libtest/link_groups.h"
+#include "tests/libtest/smcr_stacks.h"
 #include "tests/libtest/socket_stream.h"
 
 namespace smc
@@ -20,43 +21,15 @@ namespace
 {
 
 using namespace std::chrono_literals;
+using namespace test::smcr_stacks;
 using test::eventually;
 using test::recvStream;
 using test::sendStream;
 
-constexpr SystemId kServerId = {0x51, 0x52, 2, 0, 0, 0, 0, 1};
-constexpr SystemId kClientId = {0x53, 0x54, 2, 0, 0, 0, 0, 2};
-
-struct Fabric {
-    InprocRegistrar serverReg, clientReg;
-    InprocFabric fabric{serverReg, clientReg, 2, 2};
-};
-
-std::unique_ptr<SmcStack> makeStack(Fabric& f, const SystemId& id)
-{
-    StackConfig config;
-    SmcrConfig r;
-    r.provider = &f.fabric;
-    r.gid = InprocFabric::clientGid(); // where client links start
-    r.mac = {2, 0, 0, 0, id[0], id[7]};
-    r.systemId = id;
-    r.groups.timeouts.testLink = 0ms;
-    config.smcr = r;
-    return std::move(SmcStack::create(config)).value();
-}
-
-SocketOptions smcr()
-{
-    SocketOptions o;
-    o.mode = Mode::SmcR;
-    o.rmbBytes = 64 * 1024;
-    return o;
-}
-
 using Pair = test::SocketPair;
 Pair connectPair(SmcStack& serverStack, SmcStack& clientStack)
 {
-    return test::connectPair(serverStack, clientStack, smcr(), smcr());
+    return test::connectPair(serverStack, clientStack, smcrOnly(), smcrOnly());
 }
 
 std::int64_t inUse(LinkGroup& g)
@@ -68,8 +41,8 @@ std::int64_t inUse(LinkGroup& g)
 TEST(SmcrSocket, StreamsBothWaysIntactAndShowsAsSmcr)
 {
     Fabric f;
-    auto server = makeStack(f, kServerId);
-    auto client = makeStack(f, kClientId);
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
     Pair p = connectPair(*server, *client);
     ASSERT_EQ(p.client.transport(), Transport::SmcR);
     ASSERT_EQ(p.server.transport(), Transport::SmcR);
@@ -106,8 +79,8 @@ TEST(SmcrSocket, StreamsBothWaysIntactAndShowsAsSmcr)
 TEST(SmcrSocket, SecondSocketJoinsTheGroupAndCloseGivesEveryBufferBack)
 {
     Fabric f;
-    auto server = makeStack(f, kServerId);
-    auto client = makeStack(f, kClientId);
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
     Pair a = connectPair(*server, *client);
     Pair b = connectPair(*server, *client);
     ASSERT_EQ(b.client.transport(), Transport::SmcR)
@@ -148,8 +121,8 @@ class SmcrTwoLinks : public ::testing::Test
 protected:
     void SetUp() override
     {
-        server = makeStack(f, kServerId);
-        client = makeStack(f, kClientId);
+        server = makeStack(&f, kServerId);
+        client = makeStack(&f, kClientId);
         p = connectPair(*server, *client);
         ASSERT_EQ(p.client.transport(), Transport::SmcR);
         sg = server->smcr()->groups->find(Role::Server, kClientId);
@@ -240,8 +213,8 @@ TEST_F(SmcrTwoLinks, APortBackUpGivesTheGroupItsSecondLinkAgain)
 TEST(SmcrSocket, ASocketOutlivesItsEndedGroupAndClosesSafely)
 {
     Fabric f;
-    auto server = makeStack(f, kServerId);
-    auto client = makeStack(f, kClientId);
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
     Pair p = connectPair(*server, *client);
     ASSERT_EQ(p.client.transport(), Transport::SmcR);
     server->smcr()->groups->find(Role::Server, kClientId)->terminate("test");
@@ -260,9 +233,9 @@ TEST(SmcrSocket, ASocketOutlivesItsEndedGroupAndClosesSafely)
 TEST(SmcrSocket, AClientWithoutSmcrFallsBackAndTheBytesStillFlow)
 {
     Fabric f;
-    auto server = makeStack(f, kServerId);
+    auto server = makeStack(&f, kServerId);
     auto plain = std::move(SmcStack::create()).value(); // SMC-D only
-    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, smcr())).value();
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, smcrOnly())).value();
     Result<Socket> c = Socket::connect(*plain, "127.0.0.1", l.port(), {}); // Auto: SMC-D
     ASSERT_TRUE(c) << c.error().message();
     Result<Socket> s = l.accept(10s);
