@@ -131,10 +131,32 @@ inline void expectPoolsEmpty(Pair& p)
     }
 }
 
-inline void closeBoth(Conns& c)
+// A test (TEST_F) on a started pair of groups with `links` links each: opened() makes the
+// connection pair `c`. At the end both are closed (closing twice is harmless) and every
+// buffer must be back in the pools.
+class ConnectionTest : public ::testing::Test
 {
-    c.client->close();
-    c.server->close();
-}
+protected:
+    explicit ConnectionTest(unsigned links = 1) : p(links) {}
+    void SetUp() override { ASSERT_NO_FATAL_FAILURE(p.start()); }
+    void TearDown() override
+    {
+        if (c.client)
+            c.client->close();
+        if (c.server)
+            c.server->close();
+        expectPoolsEmpty(p);
+    }
+    // Opens `c` (RMBs of `rmb` bytes, sndbufs of `sndbuf`); false, with a failure recorded,
+    // if it could not.
+    bool opened(std::size_t rmb = 65536, std::size_t sndbuf = 65536)
+    {
+        c = open(p, rmb, sndbuf);
+        return c.server && c.client;
+    }
+
+    Pair p;
+    Conns c;
+};
 
 } // namespace smc::test::smcr

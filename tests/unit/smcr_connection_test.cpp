@@ -22,12 +22,13 @@ namespace
 using namespace std::chrono_literals;
 using namespace test::smcr;
 
-TEST(SmcrConnection, StreamsOneWayWithEveryByteInPlace)
+class SmcrConnections : public ConnectionTest
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p, 65536, 16384); // a sndbuf smaller than the peer's ring: staged chunks
-    ASSERT_TRUE(c.server && c.client);
+};
+
+TEST_F(SmcrConnections, StreamsOneWayWithEveryByteInPlace)
+{
+    ASSERT_TRUE(opened(65536, 16384)); // a sndbuf smaller than the peer's ring: staged chunks
     std::atomic<bool> failed{false};
     const std::uint64_t total = 64 * kMiB;
     std::thread tx([&] { pump(*c.client, total, 1, failed); });
@@ -41,16 +42,11 @@ TEST(SmcrConnection, StreamsOneWayWithEveryByteInPlace)
     ConnectionInfo info;
     c.server->fillInfo(info);
     EXPECT_EQ(info.bytesReceived, total);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, StreamsBothWaysAtOnce)
+TEST_F(SmcrConnections, StreamsBothWaysAtOnce)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     std::atomic<bool> failed{false};
     const std::uint64_t total = 64 * kMiB;
     std::uint64_t toServer = 0, toClient = 0;
@@ -63,16 +59,11 @@ TEST(SmcrConnection, StreamsBothWaysAtOnce)
     d.join();
     EXPECT_EQ(toServer, total);
     EXPECT_EQ(toClient, total);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, SmallAndOddSizesAcrossTheWrap)
+TEST_F(SmcrConnections, SmallAndOddSizesAcrossTheWrap)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p, 16384, 16384);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened(16384, 16384));
     const std::size_t ring = c.sc->rmb.size();
     std::vector<std::byte> out(ring), in(ring);
     std::uint64_t pos = 0;
@@ -116,16 +107,11 @@ TEST(SmcrConnection, SmallAndOddSizesAcrossTheWrap)
     ConnectionInfo info;
     c.client->fillInfo(info);
     EXPECT_GT(info.producerWrap, 0) << "the cursors went round the ring";
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, ShutdownWriteAndClose)
+TEST_F(SmcrConnections, ShutdownWriteAndClose)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     ASSERT_TRUE(c.client->shutdownWrite());
     std::array<std::byte, 8> b{};
     Result<std::size_t> r = c.server->recv(b, soon(), false);
@@ -149,15 +135,11 @@ TEST(SmcrConnection, ShutdownWriteAndClose)
     r = c.server->recv(b, soon(), false);
     EXPECT_EQ(r.error(), std::errc::not_connected);
     c.client->close();
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, CloseWithUnreadDataAbortsThePeer)
+TEST_F(SmcrConnections, CloseWithUnreadDataAbortsThePeer)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     std::array<std::byte, 100> b{};
     ASSERT_TRUE(c.client->send(b, soon(), false, /*hold=*/false));
     ASSERT_TRUE(test::eventually([&] { return c.server->readable(); }));
@@ -170,15 +152,11 @@ TEST(SmcrConnection, CloseWithUnreadDataAbortsThePeer)
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::connection_reset);
     c.client->close();
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, PeerGoneWithoutACloseIsAResetAfterTheGrace)
+TEST_F(SmcrConnections, PeerGoneWithoutACloseIsAResetAfterTheGrace)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     std::atomic<bool> done{false};
     std::error_code seen;
     std::thread waiter([&] {
@@ -192,19 +170,14 @@ TEST(SmcrConnection, PeerGoneWithoutACloseIsAResetAfterTheGrace)
     waiter.join();
     EXPECT_EQ(seen, std::errc::connection_reset);
     EXPECT_TRUE(c.server->readable());
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
 // The TCP FIN overtakes the peer's last CDCs (they come over the link, on other threads):
 // here it comes before the peer even sends them. An orderly close stays one: every byte,
 // then the end of the stream, not a reset.
-TEST(SmcrConnection, PeerGoneBeforeTheClosingCdcsIsStillAnOrderlyEnd)
+TEST_F(SmcrConnections, PeerGoneBeforeTheClosingCdcsIsStillAnOrderlyEnd)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     c.server->peerGone();                       // the FIN, first
     constexpr std::uint64_t kBytes = 48 * 1024; // fits the ring: the send does not wait
     std::atomic<bool> failed{false};
@@ -217,15 +190,11 @@ TEST(SmcrConnection, PeerGoneBeforeTheClosingCdcsIsStillAnOrderlyEnd)
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(*r, 0u);
     c.server->close();
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, ACursorBeyondTheRingAbortsAndCorruptsNothing)
+TEST_F(SmcrConnections, ACursorBeyondTheRingAbortsAndCorruptsNothing)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     std::array<std::byte, 100> good;
     for (std::size_t i = 0; i < good.size(); ++i)
         good[i] = at(i, 3);
@@ -255,16 +224,11 @@ TEST(SmcrConnection, ACursorBeyondTheRingAbortsAndCorruptsNothing)
         Result<std::size_t> s = c.client->send(good, soon(), true, /*hold=*/false);
         return !s && s.error() == std::errc::connection_reset;
     }));
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, AValidationAheadOfWhatArrivedAborts)
+TEST_F(SmcrConnections, AValidationAheadOfWhatArrivedAborts)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     cdc::CdcMessage v;
     v.seq = 500; // the server never processed a CDC 500
     v.token = c.sc->token;
@@ -274,16 +238,11 @@ TEST(SmcrConnection, AValidationAheadOfWhatArrivedAborts)
     Result<std::size_t> r = c.server->recv(b, soon(), false);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::connection_reset) << "out of sync";
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, ACdcForAnUnknownTokenIsDroppedAndCounted)
+TEST_F(SmcrConnections, ACdcForAnUnknownTokenIsDroppedAndCounted)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     cdc::CdcMessage stray;
     stray.seq = 1;
     stray.token = 0xdeadbeef;
@@ -300,16 +259,11 @@ TEST(SmcrConnection, ACdcForAnUnknownTokenIsDroppedAndCounted)
     ASSERT_TRUE(r);
     EXPECT_EQ(*r, b.size());
     EXPECT_EQ(p.server.terminations.load(), 0);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, NonBlockingCallsSayTryAgain)
+TEST_F(SmcrConnections, NonBlockingCallsSayTryAgain)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p, 16384, 16384);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened(16384, 16384));
     std::array<std::byte, 1000> b{};
     Result<std::size_t> r = c.server->recv(b, soon(), true);
     ASSERT_FALSE(r);
@@ -339,18 +293,13 @@ TEST(SmcrConnection, NonBlockingCallsSayTryAgain)
     ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "the window update came";
     c.client->drainEvents();
     EXPECT_TRUE(c.client->send(b, soon(), true, /*hold=*/false));
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
 // Both ends full and neither reads: each tells the other it is write-blocked once, and
 // that is all; a CDC that frees no space is no reason to say it again.
-TEST(SmcrConnection, TwoBlockedSendersDoNotBounceWriteBlockedCdcs)
+TEST_F(SmcrConnections, TwoBlockedSendersDoNotBounceWriteBlockedCdcs)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p, 16384, 16384);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened(16384, 16384));
     auto fill = [](SmcrConnection& conn) {
         std::array<std::byte, 4096> b{};
         std::uint64_t sent = 0;
@@ -373,16 +322,11 @@ TEST(SmcrConnection, TwoBlockedSendersDoNotBounceWriteBlockedCdcs)
     // makes thousands in that second.
     const std::uint64_t writes = fromClient / 4096 + fromServer / 4096;
     EXPECT_LE(c.client->stats().cdcOut + c.server->stats().cdcOut, writes + 6);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, TheGroupsEndIsAReset)
+TEST_F(SmcrConnections, TheGroupsEndIsAReset)
 {
-    Pair p(1);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     p.server.group->terminate("test");
     std::array<std::byte, 8> b{};
     Result<std::size_t> r = c.server->recv(b, soon(), false);
@@ -392,8 +336,6 @@ TEST(SmcrConnection, TheGroupsEndIsAReset)
     r = c.client->send(b, soon(), false, /*hold=*/false);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::connection_reset);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
 } // namespace

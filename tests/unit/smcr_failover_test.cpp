@@ -20,15 +20,23 @@ namespace
 
 using namespace test::smcr;
 
+// Two links each, both active: one can break.
+class SmcrFailover : public ConnectionTest
+{
+protected:
+    SmcrFailover() : ConnectionTest(2) {}
+    void SetUp() override
+    {
+        ConnectionTest::SetUp();
+        ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
+    }
+};
+
 // A write the lost link failed: not writable until failover moves the connection, so an
 // epoll loop waits for the event instead of spinning on EAGAIN.
-TEST(SmcrConnection, NotWritableWhileALostLinkWaitsForFailover)
+TEST_F(SmcrFailover, NotWritableWhileALostLinkWaitsForFailover)
 {
-    Pair p(2);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     std::optional<LinkGroup::Handshake> hold; // the client's flow token: failover waits for it
     {
         Result<LinkGroup::Handshake> h = p.client.group->beginHandshake(16384, 16384);
@@ -44,17 +52,11 @@ TEST(SmcrConnection, NotWritableWhileALostLinkWaitsForFailover)
     hold.reset();
     ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover moved it";
     EXPECT_TRUE(c.client->send(b, soon(), true, /*hold=*/false));
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
-TEST(SmcrConnection, ALinkBrokenMidStreamLosesNoByte)
+TEST_F(SmcrFailover, ALinkBrokenMidStreamLosesNoByte)
 {
-    Pair p(2);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
-    Conns c = open(p);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened());
     std::atomic<bool> failed{false};
     std::atomic<std::uint64_t> progress{0};
     const std::uint64_t total = 64 * kMiB;
@@ -79,8 +81,6 @@ TEST(SmcrConnection, ALinkBrokenMidStreamLosesNoByte)
     EXPECT_GE(c.server->stats().moves + c.client->stats().moves, 2u) << "both sides moved";
     EXPECT_GE(c.server->stats().validations + c.client->stats().validations, 1u);
     EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
 // Sends direction `seed` in chunks of changing sizes until `stop`, then done_writing; returns
@@ -115,13 +115,9 @@ std::uint64_t pumpUntil(SmcrConnection& c, const std::atomic<bool>& stop, std::u
 // Review 1.1: a receiver's CDCs are all window updates, and its sequence number runs more
 // than 32767 ahead of any CDC that carried its own data; the validation after a failover
 // must still name one the sender processed, not one the sender takes for the future.
-TEST(SmcrConnection, AReceiverWithManyWindowUpdatesSurvivesAFailover)
+TEST_F(SmcrFailover, AReceiverWithManyWindowUpdatesSurvivesAFailover)
 {
-    Pair p(2);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
-    Conns c = open(p, 16384, 16384); // a small ring: an update every 2.3 KiB read
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened(16384, 16384)); // a small ring: an update every 2.3 KiB read
     std::atomic<bool> failed{false}, stop{false};
     std::uint64_t sent = 0;
     std::thread tx([&] { sent = pumpUntil(*c.client, stop, 5, failed); });
@@ -162,19 +158,13 @@ TEST(SmcrConnection, AReceiverWithManyWindowUpdatesSurvivesAFailover)
     EXPECT_EQ(got, sent);
     EXPECT_GE(c.client->stats().validations, 1u) << "the receiver's validation matched";
     EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
 // More than 32767 one-byte sends that the peer has not read: its cursors prove none of them,
 // yet the peer processed them all, so the validation must not be older than 32767 either.
-TEST(SmcrConnection, ManyTinySendsToAPeerThatDoesNotReadSurviveAFailover)
+TEST_F(SmcrFailover, ManyTinySendsToAPeerThatDoesNotReadSurviveAFailover)
 {
-    Pair p(2);
-    ASSERT_NO_FATAL_FAILURE(p.start());
-    ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
-    Conns c = open(p, 65536, 16384);
-    ASSERT_TRUE(c.server && c.client);
+    ASSERT_TRUE(opened(65536, 16384));
     constexpr std::size_t kSends = 33'500; // fits the ring unread
     for (std::size_t i = 0; i < kSends; ++i) {
         const std::byte b = at(i, 6);
@@ -198,8 +188,6 @@ TEST(SmcrConnection, ManyTinySendsToAPeerThatDoesNotReadSurviveAFailover)
     Result<std::size_t> s = c.client->send(more, soon(), false, /*hold=*/false);
     EXPECT_TRUE(s) << s.error().message();
     EXPECT_EQ(p.server.terminations.load() + p.client.terminations.load(), 0);
-    closeBoth(c);
-    expectPoolsEmpty(p);
 }
 
 } // namespace
