@@ -167,9 +167,7 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return sent.error();
     Result<clc::Message> answer = readClc(fd, deadline);
     if (!answer)
-        return answer.error().category() == clcCategory()
-                   ? std::make_error_code(std::errc::protocol_error)
-                   : answer.error();
+        return hard(answer.error());
     if (const auto* d = std::get_if<clc::Decline>(&*answer))
         return Outcome(peerDeclined(*d));
     const auto* accept = std::get_if<clc::Accept>(&*answer);
@@ -288,9 +286,7 @@ Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
     // not a client of ours, but a stranger that proposed our GID.
     if (named == nullptr || !usable(stack, *confirm) || named->gidExt != clientGid.gidExt ||
         (clientGid == stack.device().localGid() && stack.isServerRmb(named->token))) {
-        if (!answer && answer.error().category() != clcCategory())
-            return answer.error();
-        return std::make_error_code(std::errc::protocol_error);
+        return answer ? std::make_error_code(std::errc::protocol_error) : hard(answer.error());
     }
     Result<RemoteDmb> peer = mapPeer(stack, *named, deadline);
     if (!peer)

@@ -105,7 +105,7 @@ private:
     const std::chrono::microseconds busyPoll_;
     const std::size_t autocorkBytes_;
     // Senders in send(), running or waiting for sendMutex_: a send that sees others behind
-    // it leaves the announcing to them (seed 001).
+    // it leaves the announcing to them (autocorking).
     std::atomic<unsigned> queued_{0};
 
     Mutex sendMutex_; // one sender at a time (the copy into the peer's ring)

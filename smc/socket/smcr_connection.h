@@ -153,7 +153,7 @@ private:
     const std::size_t peerRingSize_;
     const std::size_t stageBytes_; // our sndbuf: what one write stages at most
     const std::size_t autocorkBytes_;
-    // Senders in send(), running or waiting for sendMutex_ (autocorking, seed 001).
+    // Senders in send(), running or waiting for sendMutex_ (autocorking).
     std::atomic<unsigned> queued_{0};
 
     // Lock order: closeMutex_, then sendMutex_ / recvMutex_, then txMutex_, then mutex_.

@@ -61,7 +61,7 @@ public:
     // Up to into.size() bytes; 0 at the end of the stream (the peer shut down writing).
     // Blocks until data, EOF or options.recvTimeout, unless non-blocking.
     Result<std::size_t> recv(std::span<std::byte> into);
-    // Zero-copy receive with a hybrid copy (seed 002; Linux's TCP_ZEROCOPY_RECEIVE): on SMC-D
+    // Zero-copy receive with a hybrid copy (as Linux's TCP_ZEROCOPY_RECEIVE): on SMC-D
     // a view of what arrived, in place in our receive ring (two spans when it wraps), valid
     // until releaseView() or close(); what is below options.zeroCopyThreshold (a short read,
     // or the piece past the wrap) is copied into `copyBuffer` instead, in the same call. On
@@ -112,7 +112,7 @@ private:
 // A listening socket. accept() hands out connections whose handshake is done (SMC or a
 // fallback). The listener accepts TCP on a thread of its own and runs handshakes on the
 // stack's handshake pool; past options.handshakeLimit pending ones, new connections go to
-// TCP at once (seed 003).
+// TCP at once.
 class Listener
 {
 public:

@@ -61,7 +61,7 @@ struct SocketOptions {
     // seen in well under a microsecond instead of after two context switches; 0 sleeps at
     // once (no CPU spent waiting).
     std::chrono::microseconds busyPoll{20};
-    // Autocorking (Linux's net.smc.autocorking_size, seed 001): while other sends of this
+    // Autocorking (Linux's net.smc.autocorking_size): while other sends of this
     // socket wait behind the one in progress, its bytes go into the peer's ring without being
     // announced; the last send of the queue announces them all with one CDC and one doorbell.
     // At most this many bytes stay unannounced; 0 turns it off. The last send of a queue is
@@ -71,13 +71,13 @@ struct SocketOptions {
     // read this small, or the piece of one past the ring's wrap (a straggler). Below it a
     // copy costs less than the application's extra release call (bench/zerocopy_recv).
     std::size_t zeroCopyThreshold = 4096;
-    // Listeners (seed 003; Linux's limit_smc_hs): handshakes of this listener queued or
+    // Listeners (Linux's limit_smc_hs): handshakes of this listener queued or
     // running, past which a new connection goes to TCP at once (a DECLINE, PEERNOSMC, as
     // Linux's SYN without the SMC option makes it) instead of waiting; 0: no limit. So does
     // a new connection from a host that has half of it waiting for its CLC messages already.
     std::size_t handshakeLimit = 256;
     // Listeners: accept on the handshake pool, behind the handshakes, as Linux did before
-    // 2022 (one workqueue for both; seed 003) -- for comparison only: a burst of handshakes
+    // 2022 (one workqueue for both) -- for comparison only: a burst of handshakes
     // starves accept() and the listen queue overflows. No limit applies then.
     bool sharedAcceptQueue = false;
     // Listeners: connections done with their handshake that wait for accept(), at most
