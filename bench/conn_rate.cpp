@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "bench/common/args.h"
+#include "bench/common/cpu.h"
 #include "bench/common/die.h"
 #include "bench/common/peer_process.h"
 #include "smc/socket/socket.h"
@@ -243,6 +245,7 @@ public:
         ::waitpid(child_.pid, &status, 0);
     }
     std::uint16_t port(std::size_t column) const { return ports_[column]; }
+    pid_t pid() const noexcept { return child_.pid; }
 
 private:
     Child child_;
@@ -256,7 +259,28 @@ struct Cell {
     std::uint64_t fallbacks = 0;
     std::uint64_t errors = 0;
     double seconds = 0;
-    std::string firstError; // what the first failed connection said
+    std::map<std::string, std::uint64_t> reasons; // of the errors: what each said, how often
+    std::chrono::microseconds clientCpu{};        // the client processes'
+    std::chrono::microseconds serverCpu{};        // the server process's, meanwhile
+    // CPU per completed connection, both sides.
+    double cpuPerConn() const
+    {
+        return conns == 0 ? NAN
+                          : static_cast<double>((clientCpu + serverCpu).count()) /
+                                static_cast<double>(conns);
+    }
+    // "N timed out, M reset" (the most frequent first), or "-".
+    std::string why() const
+    {
+        std::vector<std::pair<std::uint64_t, std::string>> byCount;
+        for (const auto& [reason, n] : reasons)
+            byCount.emplace_back(n, reason);
+        std::sort(byCount.rbegin(), byCount.rend());
+        std::string out;
+        for (const auto& [n, reason] : byCount)
+            out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + reason;
+        return out.empty() ? "-" : out;
+    }
 };
 
 // `threads` clients, each connecting, asking, reading and closing until `seconds` pass.
@@ -264,9 +288,10 @@ Cell runCell(SmcStack& stack, const Column& column, std::uint16_t port, unsigned
              double seconds)
 {
     std::atomic<std::uint64_t> conns{0}, fallbacks{0}, errors{0};
-    std::mutex firstMutex;
-    std::string firstError;
+    std::mutex reasonsMutex;
+    std::map<std::string, std::uint64_t> reasons;
     const std::uint64_t overflows0 = listenOverflows();
+    const auto cpu0 = processCpu();
     const auto start = Clock::now();
     const auto end = start + std::chrono::duration<double>(seconds);
     runThreads(threads, [&](unsigned index) {
@@ -279,10 +304,9 @@ Cell runCell(SmcStack& stack, const Column& column, std::uint16_t port, unsigned
             o.recvTimeout = o.sendTimeout = std::chrono::seconds(30);
             Result<Socket> s = Socket::connect(stack, "127.0.0.1", port, o);
             if (!s || !writeAll(*s, msg) || !readExactly(*s, msg)) {
-                if (errors.fetch_add(1, std::memory_order_relaxed) == 0) {
-                    std::lock_guard lock(firstMutex);
-                    firstError = s ? "request or response" : s.error().message();
-                }
+                errors.fetch_add(1, std::memory_order_relaxed);
+                std::lock_guard lock(reasonsMutex);
+                ++reasons[s ? "request or response" : s.error().message()];
                 continue;
             }
             if (column.mode != Mode::Tcp && s->transport() == Transport::Tcp)
@@ -298,7 +322,8 @@ Cell runCell(SmcStack& stack, const Column& column, std::uint16_t port, unsigned
     c.overflows = listenOverflows() - overflows0;
     c.fallbacks = fallbacks;
     c.errors = errors;
-    c.firstError = firstError;
+    c.reasons = std::move(reasons);
+    c.clientCpu = processCpu() - cpu0;
     return c;
 }
 
@@ -323,15 +348,19 @@ Cell runBurst(const char* self, std::size_t column, std::uint16_t port, unsigned
     for (Child& c : children) {
         std::istringstream counts(readLine(c.out));
         Cell one;
-        if (!(counts >> one.conns >> one.fallbacks >> one.errors >> one.seconds))
+        long long cpuUs = 0;
+        if (!(counts >> one.conns >> one.fallbacks >> one.errors >> one.seconds >> cpuUs))
             die("burst client", std::make_error_code(std::errc::protocol_error));
-        const std::string error = readLine(c.out);
+        // Then "count reason" lines, and an empty one.
+        for (std::string line = readLine(c.out); !line.empty(); line = readLine(c.out)) {
+            const std::size_t space = line.find(' ');
+            sum.reasons[line.substr(space + 1)] += std::stoull(line.substr(0, space));
+        }
         sum.conns += one.conns;
         sum.fallbacks += one.fallbacks;
         sum.errors += one.errors;
         sum.seconds = std::max(sum.seconds, one.seconds);
-        if (sum.firstError.empty())
-            sum.firstError = error;
+        sum.clientCpu += std::chrono::microseconds(cpuUs);
         ::close(c.in);
         ::close(c.out);
         int status = 0;
@@ -351,9 +380,13 @@ Cell runBurst(const char* self, std::size_t column, std::uint16_t port, unsigned
     std::unique_ptr<SmcStack> stack = makeStack(column.policy);
     const Cell c = runCell(*stack, column, port, static_cast<unsigned>(std::stoul(argv[4])),
                            std::stod(argv[5]));
-    std::printf("%llu %llu %llu %f\n%s\n", static_cast<unsigned long long>(c.conns),
+    std::printf("%llu %llu %llu %f %lld\n", static_cast<unsigned long long>(c.conns),
                 static_cast<unsigned long long>(c.fallbacks),
-                static_cast<unsigned long long>(c.errors), c.seconds, c.firstError.c_str());
+                static_cast<unsigned long long>(c.errors), c.seconds,
+                static_cast<long long>(processCpu().count()));
+    for (const auto& [reason, n] : c.reasons)
+        std::printf("%llu %s\n", static_cast<unsigned long long>(n), reason.c_str());
+    std::printf("\n");
     std::fflush(stdout);
     std::_Exit(0); // its connections are closed; the stack's threads need no teardown
 }
@@ -363,6 +396,47 @@ std::string ratio(double a, double b)
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2fx", b > 0 ? a / b : NAN);
     return buf;
+}
+
+// One line per target: met or MISSED, with what was measured.
+void target(const std::string& what, bool met, const std::string& measured)
+{
+    std::printf("target %s: %s (%s)\n", what.c_str(), met ? "met" : "MISSED", measured.c_str());
+}
+
+// The targets of an SMC-D connection's setup: against TCP at every T, against Linux's list
+// walk (the pool policy `global`) where threads contend, and the burst's.
+void printTargets(const std::map<unsigned, std::vector<Cell>>& rows,
+                  const std::map<std::size_t, Cell>& burst)
+{
+    std::printf("\n");
+    auto lowest = [&](std::size_t a, std::size_t b, unsigned minThreads) {
+        std::pair<double, unsigned> low{INFINITY, 0};
+        for (const auto& [t, row] : rows)
+            if (t >= minThreads && row[b].connsPerS > 0)
+                low = std::min(low, std::pair(row[a].connsPerS / row[b].connsPerS, t));
+        return low;
+    };
+    auto say = [&](const char* what, std::pair<double, unsigned> low, double goal) {
+        if (low.second == 0)
+            return std::printf("target %s: not measured (no such row)\n", what), void();
+        char m[64];
+        std::snprintf(m, sizeof m, "lowest %.2fx, at T = %u", low.first, low.second);
+        target(what, low.first >= goal, m);
+    };
+    say("default/tcp >= 0.80x at every T", lowest(2, 3, 0), 0.8);
+    say("default/global >= 1.20x at every T >= 8", lowest(2, 0, 8), 1.2);
+    if (burst.empty())
+        return;
+    const Cell& d = burst.at(2);
+    target("burst: no client fails", d.errors == 0, std::to_string(d.errors) + " failed");
+    target("burst: no listen overflow", d.overflows == 0, std::to_string(d.overflows));
+    target("burst: default >= 0.80x tcp conns/s",
+           burst.at(3).connsPerS > 0 && d.connsPerS >= 0.8 * burst.at(3).connsPerS,
+           ratio(d.connsPerS, burst.at(3).connsPerS));
+    target("burst: separate queue >= 5x shared queue",
+           burst.at(4).connsPerS > 0 && d.connsPerS >= 5 * burst.at(4).connsPerS,
+           ratio(d.connsPerS, burst.at(4).connsPerS));
 }
 
 } // namespace
@@ -407,24 +481,35 @@ int main(int argc, char** argv)
     std::ofstream out;
     if (!csv.empty()) {
         out.open(csv);
-        out << "threads,conns,mode,conns_per_s,listen_overflows,fallbacks\n";
+        out << "threads,conns,mode,conns_per_s,listen_overflows,fallbacks,errors,cpu_us_per_conn\n";
     }
     auto record = [&](unsigned t, std::size_t column, const Cell& c) {
         if (out)
             out << t << ',' << c.conns << ',' << kColumns[column].name << ',' << c.connsPerS << ','
-                << c.overflows << ',' << c.fallbacks << '\n';
+                << c.overflows << ',' << c.fallbacks << ',' << c.errors << ',' << c.cpuPerConn()
+                << '\n';
+    };
+    // A cell with the server's CPU time meanwhile.
+    auto measured = [&](auto run) {
+        const auto server0 = processCpu(server.pid());
+        Cell c = run();
+        c.serverCpu = processCpu(server.pid()) - server0;
+        return c;
     };
 
     std::printf("connections/s (request, response, close), RMB 16..128 KiB\n%7s", "threads");
     for (const Column& c : kColumns)
         std::printf(" %17s", c.name);
-    std::printf(" | default/tcp default/global default/shared | overflows fallbacks errors\n");
+    std::printf(" | default/tcp default/global default/shared | cpu us/conn default tcp | "
+                "overflows fallbacks errors\n");
     std::map<unsigned, std::vector<Cell>> rows;
     for (unsigned t : threads) {
         std::vector<Cell>& row = rows[t];
         for (std::size_t i = 0; i < kColumnCount; ++i) { // side by side in one run
-            row.push_back(
-                runCell(*stacks[kColumns[i].policy], kColumns[i], server.port(i), t, seconds));
+            row.push_back(measured([&] {
+                return runCell(*stacks[kColumns[i].policy], kColumns[i], server.port(i), t,
+                               seconds);
+            }));
             record(t, i, row.back());
         }
         std::uint64_t overflows = 0, fallbacks = 0, errors = 0;
@@ -435,34 +520,37 @@ int main(int argc, char** argv)
             fallbacks += c.fallbacks;
             errors += c.errors;
         }
-        std::printf(" | %11s %14s %14s | %9llu %9llu %6llu\n",
+        std::printf(" | %11s %14s %14s | %19.0f %4.0f | %9llu %9llu %6llu\n",
                     ratio(row[2].connsPerS, row[3].connsPerS).c_str(),
                     ratio(row[2].connsPerS, row[0].connsPerS).c_str(),
-                    ratio(row[2].connsPerS, row[4].connsPerS).c_str(),
-                    static_cast<unsigned long long>(overflows),
+                    ratio(row[2].connsPerS, row[4].connsPerS).c_str(), row[2].cpuPerConn(),
+                    row[3].cpuPerConn(), static_cast<unsigned long long>(overflows),
                     static_cast<unsigned long long>(fallbacks),
                     static_cast<unsigned long long>(errors));
         std::fflush(stdout);
     }
 
+    std::map<std::size_t, Cell> burstCells;
     if (burst > 0) {
-        std::printf("\n%u clients at once for %.1f s (seed 003)\n%18s %12s %8s %10s %10s %7s\n",
+        std::printf("\n%u clients at once for %.1f s\n%18s %12s %8s %10s %10s %11s %7s  %s\n",
                     burst, burstSeconds, "mode", "conns/s", "conns", "overflows", "fallbacks",
-                    "errors");
-        std::map<std::size_t, Cell> cells;
+                    "cpu us/conn", "errors", "why");
         for (std::size_t i : {std::size_t{2}, std::size_t{4}, std::size_t{3}}) {
-            const Cell& c = cells[i] = runBurst(argv[0], i, server.port(i), burst, burstSeconds);
+            const Cell& c = burstCells[i] =
+                measured([&] { return runBurst(argv[0], i, server.port(i), burst, burstSeconds); });
             record(burst, i, c);
-            std::printf("%18s %12.0f %8llu %10llu %10llu %7llu %s\n", kColumns[i].name, c.connsPerS,
-                        static_cast<unsigned long long>(c.conns),
+            std::printf("%18s %12.0f %8llu %10llu %10llu %11.0f %7llu  %s\n", kColumns[i].name,
+                        c.connsPerS, static_cast<unsigned long long>(c.conns),
                         static_cast<unsigned long long>(c.overflows),
-                        static_cast<unsigned long long>(c.fallbacks),
-                        static_cast<unsigned long long>(c.errors), c.firstError.c_str());
+                        static_cast<unsigned long long>(c.fallbacks), c.cpuPerConn(),
+                        static_cast<unsigned long long>(c.errors), c.why().c_str());
             std::fflush(stdout);
         }
         std::printf("separate queue / shared queue: %s\n",
-                    ratio(cells[2].connsPerS, cells[4].connsPerS).c_str());
+                    ratio(burstCells[2].connsPerS, burstCells[4].connsPerS).c_str());
     }
+
+    printTargets(rows, burstCells);
 
     if (!plot.empty()) {
         const std::string data = plot + ".dat";

@@ -53,6 +53,8 @@ public:
     // `tweak` changes our end's options (autocorking, zero-copy threshold).
     Socket connect(SmcStack& stack, Transport transport,
                    const std::function<void(SocketOptions&)>& tweak = {}) const;
+    // The peer's process id (its CPU time: processCpu).
+    pid_t pid() const noexcept { return pid_; }
 
 private:
     PeerSetup setup_;
