@@ -56,7 +56,7 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, 
 SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
                                std::chrono::microseconds busyPoll, std::size_t autocorkBytes)
     : stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)), busyPoll_(busyPoll),
-      autocorkBytes_(autocorkBytes), stream_(stream)
+      cdc_(stream, autocorkBytes)
 {
 }
 
@@ -82,30 +82,26 @@ std::uint32_t SmcdConnection::doorbellSeen() const noexcept
 
 void SmcdConnection::absorb()
 {
-    if (aborted_)
+    if (cdc_.aborted)
         return;
-    const cdc::ConnFlags before = stream_.peerConnFlags();
-    if (!stream_.onPeerCdc(cdc::readSmcd(ownHead()))) {
+    const cdc::ConnFlags before = cdc_.stream.peerConnFlags();
+    if (!cdc_.stream.onPeerCdc(cdc::readSmcd(ownHead()))) {
         abort(); // a cursor out of range or backwards: the peer broke the protocol
         return;
     }
-    if (!(stream_.peerConnFlags() == before))
-        act(close_.peerFlags(stream_.peerConnFlags()));
+    if (!(cdc_.stream.peerConnFlags() == before))
+        act(cdc_.close.peerFlags(cdc_.stream.peerConnFlags()));
 }
 
 void SmcdConnection::publish(std::size_t pending)
 {
-    cdc::publishSmcd(peerHead(), stream_.nextCdc(pending));
-    unannounced_ = 0;
+    cdc::publishSmcd(peerHead(), cdc_.stream.nextCdc(pending));
+    cdc_.unannounced = 0;
 }
 
 bool SmcdConnection::settle(bool hold, bool behind, std::size_t pending)
 {
-    if (unannounced_ == 0 || closed_ || aborted_)
-        return false;
-    // A full ring is announced at once: only the peer's reading can make room.
-    const bool full = stream_.sendSpace() == 0;
-    if (!full && (hold || (behind && unannounced_ <= autocorkBytes_)))
+    if (!cdc_.announceNow(hold, behind))
         return false;
     publish(pending);
     return true;
@@ -115,24 +111,24 @@ void SmcdConnection::act(const cdc::CloseAction& action)
 {
     if (!action.sends())
         return;
-    stream_.addConnFlags(action.send);
+    cdc_.stream.addConnFlags(action.send);
     publish();
 }
 
 bool SmcdConnection::peerClosed() const
 {
-    const cdc::ConnFlags f = stream_.peerConnFlags();
+    const cdc::ConnFlags f = cdc_.stream.peerConnFlags();
     return f.peerConnClosed || f.peerConnAbort;
 }
 
 void SmcdConnection::abort()
 {
-    if (aborted_)
+    if (cdc_.aborted)
         return;
-    aborted_ = true;
-    close_.abort();
+    cdc_.aborted = true;
+    cdc_.close.abort();
     // Tell the peer, as Linux's abort does; nothing else will reach it from us.
-    stream_.addConnFlags({.peerConnAbort = true});
+    cdc_.stream.addConnFlags({.peerConnAbort = true});
     publish();
 }
 
@@ -211,17 +207,15 @@ Result<std::size_t> SmcdConnection::sendHeld(std::span<const std::byte> data, De
         std::uint32_t seen = doorbellSeen();
         {
             MutexLocker lock(mutex_);
-            if (closed_)
+            if (cdc_.closed)
                 return std::make_error_code(std::errc::not_connected);
             absorb();
-            if (aborted_ || stream_.peerConnFlags().peerConnAbort)
-                return std::make_error_code(std::errc::connection_reset);
-            if (stream_.sentConnFlags().any() || stream_.peerConnFlags().peerConnClosed)
-                return std::make_error_code(std::errc::broken_pipe);
+            if (std::error_code refused = cdc_.sendRefusal())
+                return refused;
             if (data.empty())
                 return std::size_t{0};
-            space = stream_.sendSpace();
-            at = stream_.producer();
+            space = cdc_.stream.sendSpace();
+            at = cdc_.stream.producer();
             if (space == 0) {
                 publish(data.size()); // write_blocked: the peer answers with its cursor
                 ringPeer();
@@ -240,11 +234,11 @@ Result<std::size_t> SmcdConnection::sendHeld(std::span<const std::byte> data, De
     cdc::copyToRing(peerRing(), at.count, data.first(n));
     {
         MutexLocker lock(mutex_);
-        if (closed_ || aborted_)
+        if (cdc_.closed || cdc_.aborted)
             return std::make_error_code(std::errc::connection_reset);
-        (void)stream_.produce(n); // n <= the space it reported, and only we produce
-        bytesSent_ += n;
-        unannounced_ += n; // send() announces them, or leaves that to the next sender
+        (void)cdc_.stream.produce(n); // n <= the space it reported, and only we produce
+        cdc_.bytesSent += n;
+        cdc_.unannounced += n; // send() announces them, or leaves that to the next sender
     }
     return n;
 }
@@ -256,19 +250,17 @@ Result<std::size_t> SmcdConnection::awaitReadable(Deadline deadline, bool nonBlo
         std::uint32_t seen = doorbellSeen();
         {
             MutexLocker lock(mutex_);
-            if (closed_)
+            if (cdc_.closed)
                 return std::make_error_code(std::errc::not_connected);
             if (viewOut_ > 0)
                 return std::make_error_code(std::errc::operation_in_progress);
             absorb();
-            const std::size_t available = stream_.readable();
-            at = stream_.consumer();
+            const std::size_t available = cdc_.stream.readable();
+            at = cdc_.stream.consumer();
             if (available > 0)
                 return available;
-            if (aborted_ || stream_.peerConnFlags().peerConnAbort)
-                return std::make_error_code(std::errc::connection_reset);
-            if (stream_.peerConnFlags().any())
-                return std::size_t{0};
+            if (std::optional<Result<std::size_t>> end = cdc_.endOfStream())
+                return *end;
         }
         if (nonBlocking)
             return std::make_error_code(std::errc::resource_unavailable_try_again);
@@ -281,9 +273,9 @@ Result<std::size_t> SmcdConnection::awaitReadable(Deadline deadline, bool nonBlo
 
 bool SmcdConnection::consumed(std::size_t n)
 {
-    (void)stream_.consume(n); // n <= what it reported readable, and only we consume
-    bytesReceived_ += n;
-    if (!stream_.wantConsumerUpdate())
+    (void)cdc_.stream.consume(n); // n <= what it reported readable, and only we consume
+    cdc_.bytesReceived += n;
+    if (!cdc_.stream.wantConsumerUpdate())
         return false;
     publish();
     return true;
@@ -295,8 +287,8 @@ Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline dea
     MutexLocker receiving(recvMutex_);
     if (into.empty()) {
         MutexLocker lock(mutex_);
-        return closed_ ? Result<std::size_t>(std::make_error_code(std::errc::not_connected))
-                       : Result<std::size_t>(std::size_t{0});
+        return cdc_.closed ? Result<std::size_t>(std::make_error_code(std::errc::not_connected))
+                           : Result<std::size_t>(std::size_t{0});
     }
     cdc::Cursor at;
     Result<std::size_t> available = awaitReadable(deadline, nonBlocking, at);
@@ -307,7 +299,7 @@ Result<std::size_t> SmcdConnection::recv(std::span<std::byte> into, Deadline dea
     bool ring = false;
     {
         MutexLocker lock(mutex_);
-        if (closed_)
+        if (cdc_.closed)
             return std::make_error_code(std::errc::not_connected);
         ring = consumed(n);
     }
@@ -333,7 +325,7 @@ Result<RecvView> SmcdConnection::recvView(std::span<std::byte> copy, std::size_t
         bool rung = false;
         {
             MutexLocker lock(mutex_);
-            if (closed_)
+            if (cdc_.closed)
                 return std::make_error_code(std::errc::not_connected);
             rung = consumed(v.copied);
         }
@@ -353,7 +345,7 @@ Result<RecvView> SmcdConnection::recvView(std::span<std::byte> copy, std::size_t
             std::memcpy(copy.data(), pieces[1].data(), v.copied);
     }
     MutexLocker lock(mutex_);
-    if (closed_)
+    if (cdc_.closed)
         return std::make_error_code(std::errc::not_connected);
     viewOut_ = v.size();
     return v;
@@ -365,7 +357,7 @@ Result<void> SmcdConnection::releaseView()
     bool ring = false;
     {
         MutexLocker lock(mutex_);
-        if (closed_)
+        if (cdc_.closed)
             return std::make_error_code(std::errc::not_connected);
         if (viewOut_ == 0)
             return std::make_error_code(std::errc::invalid_argument);
@@ -379,9 +371,9 @@ Result<void> SmcdConnection::releaseView()
 Result<void> SmcdConnection::flush()
 {
     MutexLocker lock(mutex_);
-    if (closed_)
+    if (cdc_.closed)
         return std::make_error_code(std::errc::not_connected);
-    if (aborted_ || unannounced_ == 0)
+    if (cdc_.aborted || cdc_.unannounced == 0)
         return {};
     publish();
     ringPeer(); // under the lock: close() must not drop the peer's mapping meanwhile
@@ -391,12 +383,12 @@ Result<void> SmcdConnection::flush()
 Result<void> SmcdConnection::shutdownWrite()
 {
     MutexLocker lock(mutex_);
-    if (closed_)
+    if (cdc_.closed)
         return std::make_error_code(std::errc::not_connected);
-    if (aborted_)
+    if (cdc_.aborted)
         return {};
     absorb();
-    act(close_.shutdownWrite()); // sends go out at once: nothing to drain
+    act(cdc_.close.shutdownWrite()); // sends go out at once: nothing to drain
     ringPeer(); // under the lock: close() must not drop the peer's mapping meanwhile
     return {};
 }
@@ -404,12 +396,12 @@ Result<void> SmcdConnection::shutdownWrite()
 void SmcdConnection::peerGone() noexcept
 {
     MutexLocker lock(mutex_);
-    if (closed_)
+    if (cdc_.closed)
         return;
     absorb();
-    if (!peerClosed() && !aborted_) {
-        aborted_ = true; // died without a word: nothing more will come
-        close_.abort();
+    if (!peerClosed() && !cdc_.aborted) {
+        cdc_.aborted = true; // died without a word: nothing more will come
+        cdc_.close.abort();
     }
     wakeOwn();
 }
@@ -418,14 +410,14 @@ void SmcdConnection::close() noexcept
 {
     {
         MutexLocker lock(mutex_);
-        if (closed_)
+        if (cdc_.closed)
             return;
         absorb();
-        if (!aborted_) // unread bytes: the peer must not think they arrived (Linux: abort)
-            act(close_.close(stream_.readable() > 0));
-        closed_ = true;
+        if (!cdc_.aborted) // unread bytes: the peer must not think they arrived (Linux: abort)
+            act(cdc_.close.close(cdc_.stream.readable() > 0));
+        cdc_.closed = true;
         ringPeer();
-        wakeOwn(); // our own waiters see closed_ and leave
+        wakeOwn(); // our own waiters see cdc_.closed and leave
     }
     // No copy into or out of the buffers is running once both are ours.
     MutexLocker sending(sendMutex_);
@@ -444,32 +436,31 @@ void SmcdConnection::release() noexcept
 bool SmcdConnection::readable() const
 {
     MutexLocker lock(mutex_);
-    if (closed_ || aborted_)
+    if (cdc_.closed || cdc_.aborted)
         return true;
-    cdc::CdcStream probe = stream_; // what recv would see, without taking it
+    cdc::CdcStream probe = cdc_.stream; // what recv would see, without taking it
     if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
         return true; // recv will report the abort
-    return probe.readable() > 0 || probe.peerConnFlags().any();
+    return CdcState::readable(probe);
 }
 
 bool SmcdConnection::abandoned() const
 {
     MutexLocker lock(mutex_);
-    if (closed_ || aborted_)
+    if (cdc_.closed || cdc_.aborted)
         return true;
-    cdc::CdcStream probe = stream_;
+    cdc::CdcStream probe = cdc_.stream;
     if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
         return true;
-    const cdc::ConnFlags peer = probe.peerConnFlags();
-    return peer.peerConnAbort || (peer.peerConnClosed && probe.readable() == 0);
+    return CdcState::abandoned(probe);
 }
 
 bool SmcdConnection::writable() const
 {
     MutexLocker lock(mutex_);
-    if (closed_ || aborted_ || stream_.sentConnFlags().any())
+    if (cdc_.closed || cdc_.aborted || cdc_.stream.sentConnFlags().any())
         return true;
-    cdc::CdcStream probe = stream_;
+    cdc::CdcStream probe = cdc_.stream;
     if (!probe.onPeerCdc(cdc::readSmcd(ownHead())))
         return true;
     return probe.sendSpace() > 0 || probe.peerConnFlags().any();
@@ -495,19 +486,11 @@ void SmcdConnection::fillInfo(ConnectionInfo& info) const
     MutexLocker lock(mutex_);
     info.transport = Transport::SmcD;
     info.version = 2;
-    info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
+    cdc_.fill(info);
     info.rmbBytes = rmb_->size();
     info.peerRmbBytes = peer_.peer.size();
     info.dmbToken = rmb_->dmbToken();
     info.peerDmbToken = peer_.peer.token();
-    const cdc::Cursor p = stream_.producer();
-    const cdc::Cursor c = stream_.consumer();
-    info.producerWrap = p.wrap;
-    info.producerCount = p.count;
-    info.consumerWrap = c.wrap;
-    info.consumerCount = c.count;
-    info.bytesSent = bytesSent_;
-    info.bytesReceived = bytesReceived_;
 }
 
 } // namespace smc::net

@@ -8,8 +8,7 @@
 #include <span>
 
 #include "base/mutex.h"
-#include "smc/cdc/cdc_close.h"
-#include "smc/cdc/cdc_stream.h"
+#include "smc/socket/cdc_state.h"
 #include "smc/socket/data_path.h"
 #include "smc/socket/handshake.h"
 #include "smc/socket/tcp.h"
@@ -103,7 +102,6 @@ private:
     BufferRef rmb_;
     SmcdSetup peer_;
     const std::chrono::microseconds busyPoll_;
-    const std::size_t autocorkBytes_;
     // Senders in send(), running or waiting for sendMutex_: a send that sees others behind
     // it leaves the announcing to them (autocorking).
     std::atomic<unsigned> queued_{0};
@@ -111,15 +109,9 @@ private:
     Mutex sendMutex_; // one sender at a time (the copy into the peer's ring)
     Mutex recvMutex_; // one receiver at a time (the copy out of ours)
     mutable Mutex mutex_;
-    cdc::CdcStream stream_ SMC_GUARDED_BY(mutex_);
-    cdc::CloseMachine close_ SMC_GUARDED_BY(mutex_);
-    bool closed_ SMC_GUARDED_BY(mutex_) = false;  // close() ran: the buffers are going back
-    bool aborted_ SMC_GUARDED_BY(mutex_) = false; // the peer broke the protocol, or died
+    CdcState cdc_ SMC_GUARDED_BY(mutex_);
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
-    std::size_t unannounced_ SMC_GUARDED_BY(mutex_) = 0; // produced, not yet in a CDC
-    std::size_t viewOut_ SMC_GUARDED_BY(mutex_) = 0;     // recvView handed out, not released
-    std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
-    std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
+    std::size_t viewOut_ SMC_GUARDED_BY(mutex_) = 0; // recvView handed out, not released
 };
 
 } // namespace smc::net

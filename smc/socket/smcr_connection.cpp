@@ -45,7 +45,7 @@ SmcrConnection::SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr c
                                std::size_t autocorkBytes)
     : group_(std::move(group)), conn_(std::move(conn)), peerToken_(peerToken),
       peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()),
-      autocorkBytes_(autocorkBytes), stream_(stream)
+      cdc_(stream, autocorkBytes)
 {
     MutexLocker lock(hook_->mutex);
     hook_->self = this;
@@ -60,20 +60,20 @@ SmcrConnection::~SmcrConnection()
 
 SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 {
-    const cdc::CdcMessage m = stream_.nextCdc(pending); // m.seq is built_ + 1, wrapped
+    const cdc::CdcMessage m = cdc_.stream.nextCdc(pending); // m.seq is built_ + 1, wrapped
     ++built_;
-    unannounced_ = 0;                             // the producer cursor is in it
+    cdc_.unannounced = 0;                         // the producer cursor is in it
     cdcOwed_ = false;                             // this one carries everything the peer is owed
     blockedSent_ |= m.producerFlags.writeBlocked; // and says write_blocked if the ring is full
     // A CDC that announces what the one before did shares its entry: the older number stays
     // a lower bound. Bounded: at the cap the newest entry stretches to cover this CDC too,
     // with the same effect, so the worst it does is name an older CDC in a validation.
     if (unconfirmed_.empty() || unconfirmed_.back().producer != produced_ ||
-        unconfirmed_.back().consumer != bytesReceived_) {
+        unconfirmed_.back().consumer != cdc_.bytesReceived) {
         if (unconfirmed_.size() == kMaxUnconfirmed)
-            unconfirmed_.back() = {unconfirmed_.back().number, produced_, bytesReceived_};
+            unconfirmed_.back() = {unconfirmed_.back().number, produced_, cdc_.bytesReceived};
         else
-            unconfirmed_.push_back({built_, produced_, bytesReceived_});
+            unconfirmed_.push_back({built_, produced_, cdc_.bytesReceived});
     }
     return cdc::encodeSmcr(m);
 }
@@ -86,8 +86,8 @@ SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 // when the validation comes on the new one, and an in-process link drops them.)
 void SmcrConnection::noteProcessed()
 {
-    const std::uint64_t peerConsumed = produced_ - (peerRingSize_ - stream_.sendSpace());
-    const std::uint64_t peerProduced = bytesReceived_ + stream_.readable();
+    const std::uint64_t peerConsumed = produced_ - (peerRingSize_ - cdc_.stream.sendSpace());
+    const std::uint64_t peerProduced = cdc_.bytesReceived + cdc_.stream.readable();
     if (peerConsumed == 0 && peerProduced <= ringSize())
         return; // no CDC of ours was needed for that
     // The newest entry always announced both (CdcStream holds the peer to them).
@@ -126,21 +126,21 @@ std::optional<SmcrConnection::Wire> SmcrConnection::act(const cdc::CloseAction& 
 {
     if (!action.sends())
         return std::nullopt;
-    stream_.addConnFlags(action.send);
+    cdc_.stream.addConnFlags(action.send);
     return build();
 }
 
 bool SmcrConnection::abort(bool tellPeer)
 {
-    if (aborted_)
+    if (cdc_.aborted)
         return false;
-    aborted_ = true;
-    close_.abort();
+    cdc_.aborted = true;
+    cdc_.close.abort();
     wake();
     if (!tellPeer)
         return false;
     // Tell the peer, as Linux's abort does; nothing else will reach it from us.
-    stream_.addConnFlags({.peerConnAbort = true});
+    cdc_.stream.addConnFlags({.peerConnAbort = true});
     return true;
 }
 
@@ -151,7 +151,7 @@ void SmcrConnection::flushOwed()
     {
         MutexLocker lock(mutex_);
         flushPosted_ = false;
-        if (!cdcOwed_ || closed_) // sent meanwhile, or close() sends its own
+        if (!cdcOwed_ || cdc_.closed) // sent meanwhile, or close() sends its own
             return;
         out = build();
     }
@@ -188,7 +188,7 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
     bool post = false;
     {
         MutexLocker lock(mutex_);
-        if (closed_ || aborted_)
+        if (cdc_.closed || cdc_.aborted)
             return;
         ++stats_.cdcIn;
         bool owed = false;
@@ -205,21 +205,21 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
         } else if (cdc::isStaleSeq(lastSeq_, m->seq)) {
             ++stats_.cdcStale; // a duplicate or a late one from a failed link (§2.5)
         } else {
-            const cdc::ConnFlags before = stream_.peerConnFlags();
-            const std::size_t spaceBefore = stream_.sendSpace();
-            if (!stream_.onPeerCdc(*m)) {
+            const cdc::ConnFlags before = cdc_.stream.peerConnFlags();
+            const std::size_t spaceBefore = cdc_.stream.sendSpace();
+            if (!cdc_.stream.onPeerCdc(*m)) {
                 owed = abort(); // a cursor out of range or backwards: the peer broke the rules
             } else {
                 lastSeq_ = m->seq;
                 // Say write_blocked again only once the peer freed space: a CDC that freed
                 // none (its own write_blocked, say) answered nothing, and two blocked ends
                 // would bounce the flag forever.
-                if (stream_.sendSpace() != spaceBefore)
+                if (cdc_.stream.sendSpace() != spaceBefore)
                     blockedSent_ = false;
                 noteProcessed();
-                if (!(stream_.peerConnFlags() == before))
-                    (void)close_.peerFlags(stream_.peerConnFlags()); // sends nothing
-                owed = stream_.wantConsumerUpdate();
+                if (!(cdc_.stream.peerConnFlags() == before))
+                    (void)cdc_.close.peerFlags(cdc_.stream.peerConnFlags()); // sends nothing
+                owed = cdc_.stream.wantConsumerUpdate();
                 wake();
             }
         }
@@ -244,7 +244,7 @@ void SmcrConnection::onMoved()
         ++moves_;
         ++stats_.moves;
         wake(); // a send waiting for the new link retries its write there
-        if (closed_ || aborted_)
+        if (cdc_.closed || cdc_.aborted)
             return;
         // Nothing to rewind: LinkGroup::write returns once the bytes landed, and the
         // producer cursor moves only then; a write the old link failed is redone by send()
@@ -280,12 +280,12 @@ void SmcrConnection::onEnded()
 void SmcrConnection::peerGone() noexcept
 {
     MutexLocker lock(mutex_);
-    if (closed_)
+    if (cdc_.closed)
         return;
-    const cdc::ConnFlags f = stream_.peerConnFlags();
+    const cdc::ConnFlags f = cdc_.stream.peerConnFlags();
     if (!f.peerConnClosed && !f.peerConnAbort) {
         // The FIN can overtake the peer's last CDCs: a live group may still bring them.
-        if (!aborted_ && !group_->terminated()) {
+        if (!cdc_.aborted && !group_->terminated()) {
             if (!graceTimer_)
                 armPeerGoneGrace();
             return;
@@ -314,9 +314,9 @@ void SmcrConnection::onPeerGoneGrace()
 {
     MutexLocker lock(mutex_);
     graceTimer_.reset();
-    if (closed_ || aborted_)
+    if (cdc_.closed || cdc_.aborted)
         return;
-    const cdc::ConnFlags f = stream_.peerConnFlags();
+    const cdc::ConnFlags f = cdc_.stream.peerConnFlags();
     if (f.peerConnClosed || f.peerConnAbort)
         return; // the close came (and woke the readers)
     if (stats_.cdcIn != graceCdcIn_ && !group_->terminated()) {
@@ -350,14 +350,14 @@ void SmcrConnection::close() noexcept
         std::optional<Wire> out;
         {
             MutexLocker lock(mutex_);
-            if (closed_)
+            if (cdc_.closed)
                 return;
-            if (!aborted_) // unread bytes: the peer must not think they arrived (Linux: abort)
-                out = act(close_.close(stream_.readable() > 0));
+            if (!cdc_.aborted) // unread bytes: the peer must not think they arrived (Linux: abort)
+                out = act(cdc_.close.close(cdc_.stream.readable() > 0));
             if (!out && cdcOwed_) // an abort (or an update) the flush has not sent yet
                 out = build();
-            closed_ = true;
-            wake(); // our own waiters see closed_ and leave
+            cdc_.closed = true;
+            wake(); // our own waiters see cdc_.closed and leave
         }
         if (out)
             transmit(*out);
@@ -379,24 +379,23 @@ void SmcrConnection::close() noexcept
 bool SmcrConnection::readable() const
 {
     MutexLocker lock(mutex_);
-    return closed_ || aborted_ || stream_.readable() > 0 || stream_.peerConnFlags().any();
+    return cdc_.closed || cdc_.aborted || CdcState::readable(cdc_.stream);
 }
 
 bool SmcrConnection::abandoned() const
 {
     MutexLocker lock(mutex_);
-    const cdc::ConnFlags peer = stream_.peerConnFlags();
-    return closed_ || aborted_ || peer.peerConnAbort ||
-           (peer.peerConnClosed && stream_.readable() == 0);
+    return cdc_.closed || cdc_.aborted || CdcState::abandoned(cdc_.stream);
 }
 
 bool SmcrConnection::writable() const
 {
     MutexLocker lock(mutex_);
-    if (closed_ || aborted_ || stream_.sentConnFlags().any() || stream_.peerConnFlags().any())
+    if (cdc_.closed || cdc_.aborted || cdc_.stream.sentConnFlags().any() ||
+        cdc_.stream.peerConnFlags().any())
         return true;
     // A write the lost link failed waits for failover (onMoved wakes the poller then).
-    return stream_.sendSpace() > 0 && !(lostLinkAt_ && *lostLinkAt_ == moves_);
+    return cdc_.stream.sendSpace() > 0 && !(lostLinkAt_ && *lostLinkAt_ == moves_);
 }
 
 int SmcrConnection::enableEvents() noexcept
@@ -419,21 +418,13 @@ void SmcrConnection::fillInfo(ConnectionInfo& info) const
 {
     info.linkId = group_->linkId(conn_->link()); // the group's lock, not under ours
     MutexLocker lock(mutex_);
-    info.state = closed_ ? "CLOSED" : std::string(cdc::name(close_.state()));
+    cdc_.fill(info);
     info.rmbBytes = ringSize();
     info.peerRmbBytes = peerRingSize_;
     info.transport = Transport::SmcR;
     info.version = group_->llcVersion();
     info.token = conn_->token;
     info.peerToken = peerToken_;
-    const cdc::Cursor p = stream_.producer();
-    const cdc::Cursor c = stream_.consumer();
-    info.producerWrap = p.wrap;
-    info.producerCount = p.count;
-    info.consumerWrap = c.wrap;
-    info.consumerCount = c.count;
-    info.bytesSent = bytesSent_;
-    info.bytesReceived = bytesReceived_;
 }
 
 SmcrStats SmcrConnection::stats() const

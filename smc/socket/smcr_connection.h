@@ -13,9 +13,8 @@
 #include "base/event_fd.h"
 #include "base/mutex.h"
 #include "base/unique_fd.h"
-#include "smc/cdc/cdc_close.h"
-#include "smc/cdc/cdc_stream.h"
 #include "smc/core/link_group.h"
+#include "smc/socket/cdc_state.h"
 #include "smc/socket/data_path.h"
 #include "smc/socket/stack.h"
 #include "smc/socket/tcp.h"
@@ -152,7 +151,6 @@ private:
     const std::uint32_t peerToken_;
     const std::size_t peerRingSize_;
     const std::size_t stageBytes_; // our sndbuf: what one write stages at most
-    const std::size_t autocorkBytes_;
     // Senders in send(), running or waiting for sendMutex_ (autocorking).
     std::atomic<unsigned> queued_{0};
 
@@ -163,11 +161,8 @@ private:
     Mutex txMutex_;    // CDCs leave in the order they were built (sequence numbers)
     mutable Mutex mutex_;
     ConditionVariable changed_;
-    cdc::CdcStream stream_ SMC_GUARDED_BY(mutex_);
-    cdc::CloseMachine close_ SMC_GUARDED_BY(mutex_);
-    bool closed_ SMC_GUARDED_BY(mutex_) = false;  // close() ran
-    bool aborted_ SMC_GUARDED_BY(mutex_) = false; // protocol violation, peer died, group ended
-    bool ended_ SMC_GUARDED_BY(mutex_) = false;   // the group ended the connection
+    CdcState cdc_ SMC_GUARDED_BY(mutex_);
+    bool ended_ SMC_GUARDED_BY(mutex_) = false; // the group ended the connection
     // write_blocked told since the peer last freed space in its ring
     bool blockedSent_ SMC_GUARDED_BY(mutex_) = false;
     std::uint64_t moves_ SMC_GUARDED_BY(mutex_) = 0;
@@ -192,9 +187,6 @@ private:
     std::deque<Sent> unconfirmed_ SMC_GUARDED_BY(mutex_);
     std::uint64_t confirmed_ SMC_GUARDED_BY(mutex_) = 0;
     EventFd events_ SMC_GUARDED_BY(mutex_);
-    std::uint64_t bytesSent_ SMC_GUARDED_BY(mutex_) = 0;
-    std::size_t unannounced_ SMC_GUARDED_BY(mutex_) = 0; // written, not yet in a CDC
-    std::uint64_t bytesReceived_ SMC_GUARDED_BY(mutex_) = 0;
     SmcrStats stats_ SMC_GUARDED_BY(mutex_);
     bool released_ = false; // close() gave the connection back (sendMutex_ and recvMutex_ held)
     // The grace timer and the flush task reach us through this; close() unhooks them

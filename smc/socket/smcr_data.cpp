@@ -40,11 +40,7 @@ Result<std::size_t> SmcrConnection::send(std::span<const std::byte> data, Deadli
 std::optional<SmcrConnection::Wire> SmcrConnection::settle(bool hold, bool behind,
                                                            std::size_t pending)
 {
-    if (unannounced_ == 0 || closed_ || aborted_)
-        return std::nullopt;
-    // A full ring is announced at once: only the peer's reading can make room.
-    const bool full = stream_.sendSpace() == 0;
-    if (!full && (hold || (behind && unannounced_ <= autocorkBytes_)))
+    if (!cdc_.announceNow(hold, behind))
         return std::nullopt;
     return build(pending);
 }
@@ -55,9 +51,9 @@ Result<void> SmcrConnection::flush()
     Wire out;
     {
         MutexLocker lock(mutex_);
-        if (closed_)
+        if (cdc_.closed)
             return std::make_error_code(std::errc::not_connected);
-        if (aborted_ || unannounced_ == 0)
+        if (cdc_.aborted || cdc_.unannounced == 0)
             return {};
         out = build();
     }
@@ -76,16 +72,12 @@ Result<std::size_t> SmcrConnection::sendHeld(std::span<const std::byte> data, De
         {
             MutexLocker lock(mutex_);
             for (;;) {
-                if (closed_)
-                    return std::make_error_code(std::errc::not_connected);
-                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
-                    return reset();
-                if (stream_.sentConnFlags().any() || stream_.peerConnFlags().peerConnClosed)
-                    return std::make_error_code(std::errc::broken_pipe);
+                if (std::error_code refused = cdc_.sendRefusal())
+                    return refused;
                 if (data.empty())
                     return std::size_t{0};
-                space = stream_.sendSpace();
-                at = stream_.producer();
+                space = cdc_.stream.sendSpace();
+                at = cdc_.stream.producer();
                 moves = moves_;
                 if (space > 0)
                     break;
@@ -106,7 +98,7 @@ Result<std::size_t> SmcrConnection::sendHeld(std::span<const std::byte> data, De
             Wire blocked;
             {
                 MutexLocker lock(mutex_);
-                if (closed_ || aborted_)
+                if (cdc_.closed || cdc_.aborted)
                     continue; // the loop says which
                 blocked = build(data.size());
             }
@@ -124,9 +116,9 @@ Result<std::size_t> SmcrConnection::sendHeld(std::span<const std::byte> data, De
             MutexLocker lock(mutex_);
             if (w.error() != std::errc::not_connected ||
                 conn_->state() != Connection::State::Open) {
-                if (!closed_)
+                if (!cdc_.closed)
                     (void)abort(false); // ended, or a write the group refuses: no way on
-                return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
+                return cdc_.closed ? std::make_error_code(std::errc::not_connected) : reset();
             }
             // The link went: wait for failover to move us (or the group to end), then write
             // the same bytes again at the same place; the peer has not been told of them.
@@ -140,12 +132,12 @@ Result<std::size_t> SmcrConnection::sendHeld(std::span<const std::byte> data, De
             continue;
         }
         MutexLocker lock(mutex_);
-        if (closed_ || aborted_)
-            return closed_ ? std::make_error_code(std::errc::not_connected) : reset();
-        (void)stream_.produce(n); // n <= the space it reported, and only we produce
+        if (cdc_.closed || cdc_.aborted)
+            return cdc_.closed ? std::make_error_code(std::errc::not_connected) : reset();
+        (void)cdc_.stream.produce(n); // n <= the space it reported, and only we produce
         produced_ += n;
-        bytesSent_ += n;
-        unannounced_ += n; // send() announces them, or leaves that to the next sender
+        cdc_.bytesSent += n;
+        cdc_.unannounced += n; // send() announces them, or leaves that to the next sender
         return n;
     }
 }
@@ -159,16 +151,13 @@ Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline dea
     {
         MutexLocker lock(mutex_);
         for (;;) {
-            if (closed_)
+            if (cdc_.closed)
                 return std::make_error_code(std::errc::not_connected);
-            available = stream_.readable();
-            at = stream_.consumer();
-            if (available == 0) {
-                if (aborted_ || stream_.peerConnFlags().peerConnAbort)
-                    return reset();
-                if (stream_.peerConnFlags().any())
-                    return std::size_t{0};
-            }
+            available = cdc_.stream.readable();
+            at = cdc_.stream.consumer();
+            if (available == 0)
+                if (std::optional<Result<std::size_t>> end = cdc_.endOfStream())
+                    return *end;
             if (available > 0 || into.empty())
                 break;
             if (nonBlocking)
@@ -187,7 +176,7 @@ Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline dea
         r = group_->readRmb(*conn_, 0, into.subspan(first, n - first));
     if (!r) {
         MutexLocker lock(mutex_);
-        if (closed_)
+        if (cdc_.closed)
             return std::make_error_code(std::errc::not_connected);
         (void)abort(false); // the group ended the connection under us
         return reset();
@@ -196,11 +185,11 @@ Result<std::size_t> SmcrConnection::recv(std::span<std::byte> into, Deadline dea
     std::optional<Wire> out;
     {
         MutexLocker lock(mutex_);
-        if (closed_)
+        if (cdc_.closed)
             return std::make_error_code(std::errc::not_connected);
-        (void)stream_.consume(n); // n <= what it reported readable, and only we consume
-        bytesReceived_ += n;
-        if (!aborted_ && stream_.wantConsumerUpdate())
+        (void)cdc_.stream.consume(n); // n <= what it reported readable, and only we consume
+        cdc_.bytesReceived += n;
+        if (!cdc_.aborted && cdc_.stream.wantConsumerUpdate())
             out = build();
     }
     if (out)
@@ -218,8 +207,8 @@ Result<RecvView> SmcrConnection::recvView(std::span<std::byte> copy, std::size_t
 Result<void> SmcrConnection::releaseView()
 {
     MutexLocker lock(mutex_);
-    return closed_ ? std::make_error_code(std::errc::not_connected)
-                   : std::make_error_code(std::errc::invalid_argument);
+    return cdc_.closed ? std::make_error_code(std::errc::not_connected)
+                       : std::make_error_code(std::errc::invalid_argument);
 }
 
 Result<void> SmcrConnection::shutdownWrite()
@@ -228,11 +217,11 @@ Result<void> SmcrConnection::shutdownWrite()
     std::optional<Wire> out;
     {
         MutexLocker lock(mutex_);
-        if (closed_)
+        if (cdc_.closed)
             return std::make_error_code(std::errc::not_connected);
-        if (aborted_)
+        if (cdc_.aborted)
             return {};
-        out = act(close_.shutdownWrite()); // sends finish before they return: nothing to drain
+        out = act(cdc_.close.shutdownWrite()); // sends finish before they return: nothing to drain
     }
     if (out)
         transmit(*out);
