@@ -10,7 +10,7 @@
 #include "base/mutex.h"
 #include "smc/socket/cdc_state.h"
 #include "smc/socket/data_path.h"
-#include "smc/socket/handshake.h"
+#include "smc/socket/setup.h"
 #include "smc/socket/tcp.h"
 
 namespace smc::net

@@ -9,6 +9,7 @@
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/internal/stack_smcr.h"
+#include "smc/socket/tcp_option.h"
 #include "smc/transport/rc_channel.h"
 
 namespace smc
@@ -207,6 +208,11 @@ std::vector<ConnectionInfo> SmcStack::connections() const
         if (s->connected())
             out.push_back(s->info());
     return out;
+}
+
+const net::SocketMarker* SmcStack::tcpOption() const noexcept
+{
+    return tcpOption_.get();
 }
 
 std::vector<LinkInfo> SmcStack::smcrLinks() const

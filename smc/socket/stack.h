@@ -20,7 +20,7 @@
 #include "rdma/link_config.h"
 #include "smc/clc/clc_messages.h"
 #include "smc/core/link_group_manager.h"
-#include "smc/socket/tcp_option.h"
+#include "smc/socket/socket_marker.h"
 
 namespace smc
 {
@@ -28,6 +28,10 @@ namespace smc
 class ShmIsm;
 class IsmRegistrar;
 class SocketImpl;
+namespace net
+{
+class SmcTcpOption;
+}
 
 // What a socket tries when it connects or accepts.
 enum class Mode : std::uint8_t {
@@ -224,7 +228,7 @@ public:
     // SMC's TCP option for our sockets' handshakes, or null (tcpOptionError() says why:
     // function_not_supported when not asked for, or without an SMC-R device; else
     // SmcTcpOption::attach's error, operation_not_permitted without the privilege).
-    const net::SmcTcpOption* tcpOption() const noexcept { return tcpOption_.get(); }
+    const net::SocketMarker* tcpOption() const noexcept;
     std::error_code tcpOptionError() const noexcept { return tcpOptionError_; }
     void countTcpForced() noexcept;
     void countFallback(bool server, clc::DeclineCode reason);

@@ -98,7 +98,7 @@ Result<UniqueFd> tcpSocket(int family)
 
 } // namespace
 
-Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline, const SmcTcpOption* option)
+Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline, const SocketMarker* marker)
 {
     Result<UniqueFd> fd = tcpSocket(to.family());
     if (!fd)
@@ -106,11 +106,11 @@ Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline, const Sm
     const int one = 1;
     ::setsockopt(fd->get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     // The SYN goes out within connect(2): the mark is needed only that long.
-    const bool marked = option != nullptr && option->mark(fd->get());
+    const bool marked = marker != nullptr && marker->mark(fd->get());
     const int rc = ::connect(fd->get(), reinterpret_cast<const sockaddr*>(&to.storage), to.length);
     const int error = errno;
     if (marked)
-        option->unmark(fd->get());
+        marker->unmark(fd->get());
     if (rc != 0) {
         if (error != EINPROGRESS)
             return errnoCode(error);
@@ -126,7 +126,7 @@ Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline, const Sm
     return fd;
 }
 
-Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog, const SmcTcpOption* option)
+Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog, const SocketMarker* marker)
 {
     Result<UniqueFd> fd = tcpSocket(at.family());
     if (!fd)
@@ -136,11 +136,11 @@ Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog, const SmcTcpOpt
     if (::bind(fd->get(), reinterpret_cast<const sockaddr*>(&at.storage), at.length) != 0)
         return lastError();
     // listen(2) sets the listener up for its SYN-ACKs; its sockets inherit that.
-    const bool marked = option != nullptr && option->mark(fd->get());
+    const bool marked = marker != nullptr && marker->mark(fd->get());
     const int rc = ::listen(fd->get(), backlog);
     const int error = errno;
     if (marked)
-        option->unmark(fd->get());
+        marker->unmark(fd->get());
     if (rc != 0)
         return errnoCode(error);
     return fd;

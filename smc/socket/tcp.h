@@ -13,7 +13,7 @@
 #include "base/result.h"
 #include "base/sys_error.h"
 #include "base/unique_fd.h"
-#include "smc/socket/tcp_option.h"
+#include "smc/socket/socket_marker.h"
 
 namespace smc::net
 {
@@ -43,17 +43,15 @@ struct SocketAddress {
 // the resolver (names only).
 Result<SocketAddress> resolve(std::string_view host, std::uint16_t port, bool passive);
 
-// A non-blocking TCP socket connected to `to` (TCP_NODELAY on); with `option`, its SYN
-// carries SMC's TCP option (if marking fails, it goes without). Errors: connection_refused,
-// timed_out, network_unreachable and the other errnos connect(2) gives. Blocks up to the
-// deadline.
+// A non-blocking TCP socket connected to `to` (TCP_NODELAY on), marked by `marker` for its
+// SYN (if marking fails, it goes without). Errors: connection_refused, timed_out,
+// network_unreachable and the other errnos connect(2) gives. Blocks up to the deadline.
 Result<UniqueFd> connectTcp(const SocketAddress& to, Deadline deadline,
-                            const SmcTcpOption* option = nullptr);
-// A non-blocking listening TCP socket (SO_REUSEADDR); with `option`, its SYN-ACKs carry
-// SMC's TCP option. Errors: address_in_use and bind(2)'s and listen(2)'s other errnos. Does
-// not block.
+                            const SocketMarker* marker = nullptr);
+// A non-blocking listening TCP socket (SO_REUSEADDR), marked by `marker` for its SYN-ACKs.
+// Errors: address_in_use and bind(2)'s and listen(2)'s other errnos. Does not block.
 Result<UniqueFd> listenTcp(const SocketAddress& at, int backlog,
-                           const SmcTcpOption* option = nullptr);
+                           const SocketMarker* marker = nullptr);
 // The address a socket is bound to (getsockname) or connected to (getpeername).
 Result<SocketAddress> localAddress(int fd);
 Result<SocketAddress> peerAddress(int fd);

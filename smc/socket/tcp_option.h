@@ -8,6 +8,7 @@
 
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "smc/socket/socket_marker.h"
 
 namespace smc::net
 {
@@ -15,7 +16,7 @@ namespace smc::net
 // The program, a map of the sockets it serves, and its link to this process's cgroup (v2).
 // Only sockets marked here get the option: other sockets of the cgroup are left alone. The
 // link ends with the object (a bpf_link, so nothing outlives the process).
-class SmcTcpOption
+class SmcTcpOption final : public SocketMarker
 {
 public:
     // Errors: operation_not_permitted (neither root nor CAP_BPF and CAP_NET_ADMIN),
@@ -23,7 +24,7 @@ public:
     // invalid_argument (the kernel's verifier refused the program: too old for header
     // options, before 5.10), bpf(2)'s other errnos. Does not block.
     static Result<std::unique_ptr<SmcTcpOption>> attach();
-    ~SmcTcpOption();
+    ~SmcTcpOption() override;
     SmcTcpOption(const SmcTcpOption&) = delete;
     SmcTcpOption& operator=(const SmcTcpOption&) = delete;
 
@@ -32,8 +33,8 @@ public:
     // listen returned (the program acts during those calls); a socket closed while marked
     // leaves only its map entry behind (the map has room for kMaxMarked). Errors: bpf(2)'s
     // (no_space_on_device when the map is full). Neither blocks.
-    Result<void> mark(int fd) const noexcept;
-    void unmark(int fd) const noexcept;
+    Result<void> mark(int fd) const noexcept override;
+    void unmark(int fd) const noexcept override;
 
     static constexpr unsigned kMaxMarked = 4096;
 
