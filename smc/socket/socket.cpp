@@ -216,22 +216,30 @@ void SocketImpl::close() noexcept
     tcp_.reset();
 }
 
-int SocketImpl::fd()
+Result<int> SocketImpl::pollFd()
 {
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
     if (!path_)
         return tcp_.get();
     MutexLocker lock(readyMutex_);
     if (!ready_) {
         Result<net::ReadyFd> made = net::ReadyFd::create();
         if (!made)
-            return -1;
-        ready_ = std::make_unique<net::ReadyFd>(std::move(*made));
-        readyFd_.store(ready_.get(), std::memory_order_release);
+            return made.error();
+        errno = 0; // the calls below fail with errno set, or say nothing (io_error)
         const int events = path_->enableEvents();
-        eventWatch_ = stack_.executor().watch(events, [this] {
+        if (events < 0)
+            return lastError();
+        const int watch = stack_.executor().watch(events, [this] {
             path_->drainEvents();
             refresh();
         });
+        if (watch < 0)
+            return lastError();
+        eventWatch_ = watch;
+        ready_ = std::make_unique<net::ReadyFd>(std::move(*made));
+        readyFd_.store(ready_.get(), std::memory_order_release);
         refresh();
     }
     return ready_->fd();
@@ -403,9 +411,11 @@ void Socket::close() noexcept
     }
 }
 
-int Socket::fd() const noexcept
+Result<int> Socket::pollFd() const noexcept
 {
-    return impl_ ? impl_->fd() : -1;
+    if (!impl_)
+        return std::make_error_code(std::errc::not_connected);
+    return impl_->pollFd();
 }
 
 void Socket::setNonBlocking(bool on) noexcept
@@ -421,7 +431,7 @@ bool Socket::connected() const noexcept
 
 Transport Socket::transport() const noexcept
 {
-    return impl_ ? impl_->transport() : Transport::Tcp;
+    return impl_ ? impl_->transport() : Transport::None;
 }
 
 std::optional<clc::DeclineCode> Socket::fallbackReason() const noexcept

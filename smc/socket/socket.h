@@ -84,8 +84,12 @@ public:
 
     // A descriptor for the application's poll/epoll: readable when recv() would not block,
     // writable when send() would not (or when either would fail). Level-triggered, like a
-    // socket's. For TCP it is the TCP socket itself. Valid until close().
-    int fd() const noexcept;
+    // socket's. For TCP it is the TCP socket itself; on SMC the first call makes it (a socket
+    // pair the stack's epoll thread keeps in step with the connection). Valid until close().
+    // Errors: not_connected; on SMC, those of making it (socketpair(2), eventfd(2),
+    // epoll_ctl(2); io_error if none said why), which leave the connection as it was. Never
+    // blocks.
+    Result<int> pollFd() const noexcept;
     void setNonBlocking(bool on) noexcept;
     // TCP_CORK: on holds sends back as SendFlags::More does; off announces what is held.
     // On TCP it is the TCP option. Errors: not_connected; on SMC-R, a CDC's (see shutdown).
@@ -97,6 +101,7 @@ public:
     Result<void> setNoDelay(bool on);
 
     bool connected() const noexcept;
+    // What carries the connection; None for a Socket without one (moved from, never connected).
     Transport transport() const noexcept;
     // Why the connection runs on TCP although SMC was tried; nullopt for SMC or a forced TCP.
     std::optional<clc::DeclineCode> fallbackReason() const noexcept;

@@ -24,6 +24,8 @@ const char* toString(Transport transport) noexcept
         return "SMC-R";
     case Transport::Tcp:
         return "TCP";
+    case Transport::None:
+        return "none";
     }
     return "?";
 }

@@ -47,6 +47,7 @@ enum class Transport : std::uint8_t {
     SmcD, // cross-process loopback-ism: the peer's DMB mapped here
     SmcR, // RDMA over a link group's links (RoCE, or in-process links in tests)
     Tcp,  // plain TCP on the same socket: forced, or a fallback (Socket::fallbackReason)
+    None, // no connection: a Socket moved from, or never connected
 };
 const char* toString(Transport transport) noexcept;
 

@@ -109,6 +109,11 @@ private:
 int pump(Socket& s, bool closeSecond, const std::function<void(std::uint64_t, std::uint64_t)>& tick)
 {
     std::uint64_t in = 0, sent = 0;
+    const Result<int> ready = s.pollFd();
+    if (!ready) {
+        std::fprintf(stderr, "smc-nc: poll descriptor: %s\n", ready.error().message().c_str());
+        return 1;
+    }
     s.setNonBlocking(true);
     ::fcntl(STDIN_FILENO, F_SETFL, ::fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
     std::vector<std::byte> out; // read from stdin, not yet sent
@@ -116,7 +121,7 @@ int pump(Socket& s, bool closeSecond, const std::function<void(std::uint64_t, st
     bool inEof = false, shutDown = false, netEof = false;
     std::array<std::byte, 256 * 1024> buf;
     while (!(netEof && shutDown)) {
-        pollfd fds[2] = {{STDIN_FILENO, 0, 0}, {s.fd(), 0, 0}};
+        pollfd fds[2] = {{STDIN_FILENO, 0, 0}, {*ready, 0, 0}};
         if (!inEof && outAt == out.size())
             fds[0].events = POLLIN;
         if (outAt < out.size())

@@ -175,7 +175,7 @@ TEST(ClcStranger, ALimitedConnectionSleepsThroughAPartialProposal)
     Result<std::size_t> n = within(20s, [&] { return s.recv(buf); });
     ASSERT_FALSE(n);
     EXPECT_EQ(n.error(), std::errc::timed_out);
-    pollfd p{s.fd(), POLLIN, 0};
+    pollfd p{s.pollFd().value(), POLLIN, 0};
     EXPECT_EQ(::poll(&p, 1, 200), 0) << "readable with no application bytes";
     EXPECT_LT(processCpu() - cpu, 300ms);
     // The end after part of a header: the end of the stream, nothing of the header seen.

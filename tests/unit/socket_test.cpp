@@ -302,7 +302,7 @@ TEST(Socket, PollableFdIsReadableAndWritableLikeASocket)
     ASSERT_EQ(p.server.transport(), Transport::SmcD);
     p.server.setNonBlocking(true);
     p.client.setNonBlocking(true);
-    pollfd in{p.server.fd(), POLLIN, 0};
+    pollfd in{p.server.pollFd().value(), POLLIN, 0};
     ASSERT_GE(in.fd, 0);
     EXPECT_EQ(::poll(&in, 1, 0), 0) << "nothing to read yet";
     std::array<std::byte, 64> buf{};
@@ -313,7 +313,7 @@ TEST(Socket, PollableFdIsReadableAndWritableLikeASocket)
     EXPECT_EQ(::poll(&in, 1, 0), 0) << "read empty again";
 
     // Fill the server's ring from the client: the client's fd stops being writable.
-    pollfd out{p.client.fd(), POLLOUT, 0};
+    pollfd out{p.client.pollFd().value(), POLLOUT, 0};
     EXPECT_EQ(::poll(&out, 1, 0), 1);
     const auto chunk = pattern(4096, 6);
     while (p.client.send(chunk))
@@ -323,6 +323,24 @@ TEST(Socket, PollableFdIsReadableAndWritableLikeASocket)
     while (p.server.recv(sink))
         ;
     EXPECT_EQ(::poll(&out, 1, 5000), 1) << "room again once the server read";
+}
+
+// A Socket without a connection says so: no transport, no descriptor, not_connected.
+TEST(Socket, AnEmptyOrClosedSocketHasNoTransportAndNoDescriptor)
+{
+    Socket empty;
+    EXPECT_EQ(empty.transport(), Transport::None);
+    EXPECT_FALSE(empty.connected());
+    EXPECT_EQ(empty.pollFd().error(), std::errc::not_connected);
+
+    auto stack = makeStack();
+    Pair p = connectPair(*stack, *stack);
+    Socket moved = std::move(p.client);
+    EXPECT_EQ(p.client.transport(), Transport::None); // what was moved from is empty
+    EXPECT_EQ(moved.transport(), Transport::SmcD);
+    ASSERT_TRUE(moved.pollFd());
+    moved.close();
+    EXPECT_EQ(moved.pollFd().error(), std::errc::not_connected);
 }
 
 } // namespace

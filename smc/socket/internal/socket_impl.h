@@ -42,7 +42,7 @@ public:
     Result<void> releaseView();
     Result<void> shutdown(Shutdown how);
     void close() noexcept;
-    int fd();
+    Result<int> pollFd();
     void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
     bool connected() const noexcept { return !closed_.load(); }
     // Nothing for the application to get from it any more: closed, the peer closed with
