@@ -12,7 +12,7 @@
 
 #include "smc/socket/smcr_connection.h"
 #include "smc/testing/local_pair.h"
-#include "tests/libtest/link_group_pair.h"
+#include "tests/libtest/link_groups.h"
 
 namespace smc::test::smcr
 {

@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/libtest/link_group_pair.h"
 #include "tests/libtest/link_groups.h"
 
 namespace smc

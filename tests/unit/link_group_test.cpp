@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include "tests/libtest/hostile.h"
-#include "tests/libtest/link_group_pair.h"
 #include "tests/libtest/link_groups.h"
 #include "tests/libtest/raw_peer.h"
 
