@@ -4,6 +4,7 @@
 #include "smc/llc/llc_engine.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "smc/cdc/cdc_messages.h"
 #include "smc/llc/link_errors.h"
@@ -132,6 +133,7 @@ Result<void> LlcEngine::attach(unsigned slot, NewLink link)
     {
         MutexLocker lock(mutex_);
         Link& l = links_[slot];
+        assert(l.state == LinkState::Unused); // owned_[slot] is free: its channel was drained
         l.state = LinkState::Activating;
         l.channel = std::shared_ptr<LinkChannel>(std::move(users), channel.get());
         owned_[slot] = {channel, std::move(drained)};

@@ -45,6 +45,11 @@ std::size_t Arrivals::waitingFrom(const Source& source) const
 bool Arrivals::awaitMessage(UniqueFd fd, std::chrono::milliseconds timeout, Next next)
 {
     if (net::firstMessageQueued(fd.get())) { // already there: no wait, no hop
+        {
+            MutexLocker lock(mutex_);
+            if (closed_)
+                return false;
+        }
         next(std::move(fd), false);
         return true;
     }
@@ -123,27 +128,30 @@ std::optional<Arrivals::Claimed> Arrivals::claim(Arrival& a)
 }
 
 // close() waits for a settle under way: counted while the arrival is still locked, so close()
-// either sees it settled and counted or settles it itself. After close(), dropped here.
+// either sees it settled and counted or settles it itself. Once close() began, a trigger
+// leaves the arrival to it: what `next` holds (an RMB, a group's connection) goes on the
+// closing thread, never on the epoll or a timer thread.
 void Arrivals::settle(const std::shared_ptr<Arrival>& a, Trigger trigger) noexcept
 {
     std::optional<Claimed> c;
-    bool closed = false;
     {
         MutexLocker lock(a->mutex);
-        if (!(c = claim(*a)))
-            return;
         MutexLocker self(mutex_);
+        if (closed_ || !(c = claim(*a)))
+            return;
         forget(a);
-        closed = closed_;
-        if (!closed)
-            ++settling_;
+        ++settling_;
     }
     executor_.unwatch(c->watch); // before the fd goes: from its own callback, no wait
     if (trigger != Trigger::Timer)
         executor_.cancel(c->timer);
-    if (closed)
-        return;
-    c->next(std::move(c->fd), trigger != Trigger::Awaited);
+    {
+        // `next` and what it holds go before close() may return.
+        Next next = std::move(c->next);
+        UniqueFd fd = std::move(c->fd);
+        c.reset();
+        next(std::move(fd), trigger != Trigger::Awaited);
+    }
     MutexLocker self(mutex_);
     if (--settling_ == 0)
         idle_.notify_all();

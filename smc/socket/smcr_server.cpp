@@ -58,7 +58,7 @@ void SmcrPending::fail(const char* why) noexcept
     hs.reset(); // not completed: closes the connection
     if (first)
         group->terminate(why);
-    else
+    else if (conn != nullptr)
         (void)group->closeConnection(*conn);
     group.reset();
 }
@@ -89,10 +89,12 @@ Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
     // Same peer system id and a live link to the device it proposes from (v2: its GID in
     // the v2 extension; Linux's v2 PROPOSAL has a zero system id, GID and MAC). While a
     // first contact with that peer is under way, the group it makes is the one to join.
-    SmcrPending p;
+    // The claim first: a handshake that fails below closes its connection (p goes) before
+    // the peer's parked handshakes resume.
     std::optional<FirstContacts::Claim> claim = smcr.firstContacts.claim(request.peer);
     if (!claim)
         return ServerStep(std::move(request));
+    SmcrPending p;
     p.group = v2 ? smcr.groups->find(Role::Server, proposal.systemId, proposal.v2.roceV2Gid, {},
                                      clc::kVersion2)
                  : smcr.groups->find(Role::Server, proposal.systemId, proposal.gid, proposal.mac);
@@ -113,13 +115,15 @@ Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
         if (v2)
             p.fce = v2->fce;
     } else {
-        // A join has its group: the peer's next handshake need not wait for this one's
-        // CONFIRM. complete() checks the group again.
-        claim.reset();
+        // The group chosen and a place in it taken as one step: the claim goes once the
+        // connection is in (a second handshake of this peer then sees the group's room as it
+        // is), and the peer's next handshake need not wait for this one's CONFIRM.
         Result<LinkGroup::Handshake> h =
             p.group->beginHandshake(options.rmbBytes, options.rmbBytes);
-        if (!h)
+        if (!h) {
+            p.group.reset(); // no connection to close
             return lift(decline(stack, fd, DeclineCode::Mem, version, options));
+        }
         p.hs = std::move(*h);
         // Our RMB on the other links before ACCEPT, and the flow token free again while the
         // client answers (Linux: CONFIRM_RKEY under llc_conf_mutex, then ACCEPT).
@@ -134,6 +138,7 @@ Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
             return lift(decline(stack, fd, DeclineCode::NoActLink, version, options));
         }
         local = *l;
+        claim.reset(); // complete() checks the group again
     }
     p.conn = p.hs->connection();
     const clc::Accept accept{ours(stack, local, *p.hs, p.first, local.mtu, v2)};

@@ -240,6 +240,13 @@ Result<int> SocketImpl::pollFd()
         eventWatch_ = watch;
         ready_ = std::make_unique<net::ReadyFd>(std::move(*made));
         readyFd_.store(ready_.get(), std::memory_order_release);
+        // A close() that ran meanwhile found no watch to end: end it here (whichever of us
+        // takes it from eventWatch_ does).
+        if (closed_) {
+            if (const int id = eventWatch_.exchange(-1); id >= 0)
+                stack_.executor().unwatch(id);
+            return std::make_error_code(std::errc::not_connected);
+        }
         refresh();
     }
     return ready_->fd();
