@@ -12,8 +12,9 @@
 namespace smc::net
 {
 
-// One SMC connection's bytes after CLC: SMC-D (SmcdConnection) or SMC-R (SmcrConnection).
-// One sender and one receiver may call at once; the rest may be called from any thread.
+// One connection's bytes after CLC: SMC-D (SmcdConnection), SMC-R (SmcrConnection) or plain
+// TCP (TcpPath). One sender and one receiver may call at once; the rest may be called from
+// any thread.
 class DataPath
 {
 public:
@@ -45,6 +46,18 @@ public:
     // done_writing to the peer. Errors: not_connected (closed). Blocks for at most one CDC
     // (SMC-R: a send slot).
     virtual Result<void> shutdownWrite() = 0;
+    // shutdown(2): on SMC, done_writing when `write`, and for `read` nothing (as Linux: later
+    // receives still drain what came). Errors as shutdownWrite's.
+    virtual Result<void> shutdown(bool read, bool write)
+    {
+        (void)read;
+        return write ? shutdownWrite() : Result<void>();
+    }
+    // TCP_CORK off, TCP_NODELAY on: on SMC both announce what corking held back (Linux
+    // flushes too); cork on and no-delay off change nothing here (the socket holds sends back
+    // itself). Errors as flush's.
+    virtual Result<void> setCork(bool on) { return on ? Result<void>() : flush(); }
+    virtual Result<void> setNoDelay(bool on) { return on ? flush() : Result<void>(); }
     // An orderly close (an abort when unread bytes are left); our buffers go back to the
     // pool. SMC-D never blocks; SMC-R waits for the peer's DELETE_RKEY answer (LLC timeouts).
     virtual void close() noexcept = 0;
@@ -62,6 +75,9 @@ public:
     // closed), and its drain (the epoll thread runs it before it looks again).
     virtual int enableEvents() noexcept = 0;
     virtual void drainEvents() noexcept = 0;
+    // A descriptor of the transport's own that the application can poll as it is (TCP: the
+    // socket), or -1: the socket makes one from readable() and writable() and enableEvents().
+    virtual int ownPollFd() const noexcept { return -1; }
 };
 
 // recvZeroCopy where there are no views: `recv` into `copy`, all of it copied. An empty

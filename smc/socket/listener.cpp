@@ -335,8 +335,8 @@ public:
                             net::Clock::now());
         stack_.countHandshakeLimited();
         stack_.countFallback(true, reason);
-        auto impl = std::make_shared<SocketImpl>(stack_, std::move(fd), true, options_, reason);
-        impl->skipPeerClc();
+        auto impl =
+            std::make_shared<SocketImpl>(stack_, std::move(fd), true, options_, reason, true);
         stack_.enroll(impl);
         push(std::move(impl));
     }

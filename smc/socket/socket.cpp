@@ -2,15 +2,11 @@
 // Socket: a connection on SMC or TCP behind one API; connect runs the client handshake.
 #include "smc/socket/socket.h"
 
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-
-#include "smc/socket/clc_io.h"
 #include "smc/socket/handshake.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/smcd_connection.h"
 #include "smc/socket/smcr_connection.h"
+#include "smc/socket/tcp_path.h"
 
 namespace smc
 {
@@ -19,8 +15,9 @@ using net::Clock;
 using net::Deadline;
 
 SocketImpl::SocketImpl(SmcStack& stack, UniqueFd tcp, bool server, const SocketOptions& options,
-                       std::optional<clc::DeclineCode> fallback)
-    : stack_(stack), tcp_(std::move(tcp)), server_(server), options_(options), fallback_(fallback)
+                       std::optional<clc::DeclineCode> fallback, bool skipPeerClc)
+    : stack_(stack), tcp_(std::move(tcp)), server_(server), options_(options), fallback_(fallback),
+      path_(std::make_unique<net::TcpPath>(tcp_.get(), skipPeerClc))
 {
 }
 
@@ -60,19 +57,13 @@ void SocketImpl::onPeerGone(std::function<void()> f)
 
 bool SocketImpl::abandoned() const noexcept
 {
-    if (closed_)
-        return true;
-    if (path_)
-        return path_->abandoned();
-    // TCP: a reset (a FIN alone may be a half close: the peer may still read).
-    pollfd p{tcp_.get(), 0, 0};
-    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+    return closed_ || path_->abandoned();
 }
 
 void SocketImpl::refresh() noexcept
 {
     net::ReadyFd* ready = readyFd_.load(std::memory_order_acquire);
-    if (ready == nullptr || !path_ || closed_)
+    if (ready == nullptr || closed_)
         return;
     // Look and set as one step: the application's thread and the epoll thread both refresh,
     // and an older look set after a newer one would lose a wakeup.
@@ -84,68 +75,27 @@ Result<std::size_t> SocketImpl::send(std::span<const std::byte> data, SendFlags 
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    const Deadline deadline = net::deadlineAfter(options_.sendTimeout);
-    const bool more = flags == SendFlags::More;
-    if (path_) {
-        Result<std::size_t> n = path_->send(data, deadline, nonBlocking_, more || corked_);
-        refresh();
-        return n;
-    }
-    const int tcpFlags = MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0);
-    for (;;) {
-        const ssize_t n = ::send(tcp_.get(), data.data(), data.size(), tcpFlags);
-        if (n >= 0)
-            return static_cast<std::size_t>(n);
-        if (errno != EAGAIN && errno != EINTR)
-            return lastError();
-        if (nonBlocking_)
-            return std::make_error_code(std::errc::resource_unavailable_try_again);
-        if (Result<short> r = net::waitFor(tcp_.get(), POLLOUT, deadline); !r)
-            return r.error();
-    }
+    const bool hold = flags == SendFlags::More || corked_;
+    Result<std::size_t> n =
+        path_->send(data, net::deadlineAfter(options_.sendTimeout), nonBlocking_, hold);
+    refresh();
+    return n;
 }
 
 Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    const Deadline deadline = net::deadlineAfter(options_.recvTimeout);
-    if (path_) {
-        Result<std::size_t> n = path_->recv(into, deadline, nonBlocking_);
-        refresh();
-        return n;
-    }
-    while (clcLeft_ > 0) { // the PROPOSAL we declined unread is not the application's
-        Result<bool> gone = net::skipClc(tcp_.get(), clcLeft_);
-        if (!gone)
-            return gone.error();
-        if (*gone)
-            clcLeft_ = 0;
-        else if (nonBlocking_)
-            return std::make_error_code(std::errc::resource_unavailable_try_again);
-        else if (Result<short> r = net::waitFor(tcp_.get(), POLLIN, deadline); !r)
-            return r.error();
-    }
-    for (;;) {
-        const ssize_t n = ::recv(tcp_.get(), into.data(), into.size(), MSG_DONTWAIT);
-        if (n >= 0)
-            return static_cast<std::size_t>(n);
-        if (errno != EAGAIN && errno != EINTR)
-            return lastError();
-        if (nonBlocking_)
-            return std::make_error_code(std::errc::resource_unavailable_try_again);
-        if (Result<short> r = net::waitFor(tcp_.get(), POLLIN, deadline); !r)
-            return r.error();
-    }
+    Result<std::size_t> n =
+        path_->recv(into, net::deadlineAfter(options_.recvTimeout), nonBlocking_);
+    refresh();
+    return n;
 }
 
 Result<RecvView> SocketImpl::recvZeroCopy(std::span<std::byte> copyBuffer)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (!path_) // TCP
-        return net::copiedView(copyBuffer,
-                               [this](std::span<std::byte> into) { return recv(into); });
     Result<RecvView> v = path_->recvView(copyBuffer, options_.zeroCopyThreshold,
                                          net::deadlineAfter(options_.recvTimeout), nonBlocking_);
     refresh();
@@ -156,8 +106,6 @@ Result<void> SocketImpl::releaseView()
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (!path_)
-        return std::make_error_code(std::errc::invalid_argument);
     Result<void> r = path_->releaseView();
     refresh();
     return r;
@@ -167,35 +115,22 @@ Result<void> SocketImpl::setCork(bool on)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (!path_)
-        return net::setTcpOption(tcp_.get(), TCP_CORK, on);
     corked_ = on;
-    return on ? Result<void>() : path_->flush();
+    return path_->setCork(on);
 }
 
 Result<void> SocketImpl::setNoDelay(bool on)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (!path_)
-        return net::setTcpOption(tcp_.get(), TCP_NODELAY, on);
-    return on ? path_->flush() : Result<void>();
+    return path_->setNoDelay(on);
 }
 
 Result<void> SocketImpl::shutdown(Shutdown how)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (path_) {
-        // SHUT_RD sends nothing (Linux); receives still drain what came.
-        if (how == Shutdown::Read)
-            return {};
-        return path_->shutdownWrite();
-    }
-    const int h = how == Shutdown::Read ? SHUT_RD : how == Shutdown::Write ? SHUT_WR : SHUT_RDWR;
-    if (::shutdown(tcp_.get(), h) != 0)
-        return lastError();
-    return {};
+    return path_->shutdown(how != Shutdown::Write, how != Shutdown::Read);
 }
 
 void SocketImpl::close() noexcept
@@ -211,8 +146,7 @@ void SocketImpl::close() noexcept
     }
     if (const int id = eventWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
-    if (path_)
-        path_->close();
+    path_->close();
     tcp_.reset();
 }
 
@@ -220,8 +154,8 @@ Result<int> SocketImpl::pollFd()
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    if (!path_)
-        return tcp_.get();
+    if (const int own = path_->ownPollFd(); own >= 0)
+        return own;
     MutexLocker lock(readyMutex_);
     if (!ready_) {
         Result<net::ReadyFd> made = net::ReadyFd::create();
@@ -255,10 +189,7 @@ Result<int> SocketImpl::pollFd()
 ConnectionInfo SocketImpl::info() const
 {
     ConnectionInfo i;
-    if (path_)
-        path_->fillInfo(i);
-    else
-        i.state = closed_ ? "CLOSED" : "ACTIVE";
+    path_->fillInfo(i);
     i.fallback = fallback_;
     i.server = server_;
     if (tcp_) {

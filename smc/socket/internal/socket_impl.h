@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "base/unique_fd.h"
-#include "smc/socket/clc_io.h"
 #include "smc/socket/data_path.h"
 #include "smc/socket/handshake.h"
 #include "smc/socket/ready_fd.h"
@@ -23,14 +22,13 @@ enum class SendFlags : std::uint8_t;
 class SocketImpl : public std::enable_shared_from_this<SocketImpl>
 {
 public:
-    // TCP: forced (no reason) or a fallback.
+    // TCP (a TcpPath): forced (no reason) or a fallback. `skipPeerClc`: a DECLINE went out
+    // before the peer's PROPOSAL was read (a listener past its handshake limit): the first
+    // receive discards it.
     SocketImpl(SmcStack& stack, UniqueFd tcp, bool server, const SocketOptions& options,
-               std::optional<clc::DeclineCode> fallback);
+               std::optional<clc::DeclineCode> fallback, bool skipPeerClc = false);
     ~SocketImpl();
 
-    // TCP after a DECLINE sent before the peer's PROPOSAL was read (a listener past its
-    // handshake limit): the first receive discards it. Before the handle is shared.
-    void skipPeerClc() noexcept { clcLeft_ = net::kClcSizeUnknown; }
     // SMC from here on (SMC-D or SMC-R); watches the TCP socket for the peer's end.
     void start(std::unique_ptr<net::DataPath> path, Transport transport);
 
@@ -64,13 +62,11 @@ private:
     const bool server_;
     const SocketOptions options_;
     const std::optional<clc::DeclineCode> fallback_;
-    // Both set once, before the handle is shared; no path: TCP.
+    // Both set before the handle is shared: TCP, or SMC once start() ran.
     std::unique_ptr<net::DataPath> path_;
     Transport transport_ = Transport::Tcp;
     std::atomic<bool> nonBlocking_{false};
     std::atomic<bool> corked_{false};
-    // Of the peer's PROPOSAL still to discard (skipPeerClc); the receiver's alone.
-    std::size_t clcLeft_ = 0;
     std::atomic<bool> closed_{false};
     std::atomic<int> tcpWatch_{-1};
     std::atomic<int> eventWatch_{-1};
