@@ -252,7 +252,8 @@ Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& opt
         return lift(sendDecline(fd, *reason, version, {}, deadline));
     const clc::Choice& choice = std::get<clc::Choice>(n);
     if (choice.type == clc::SmcType::SmcR && stack.smcr() != nullptr)
-        return smcrServer(stack, fd, smcrRequest(std::move(*p), choice, version, options), options);
+        return serverResume(stack, fd, smcrRequest(std::move(*p), choice, version, options),
+                            options);
     if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
         return lift(sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline));
 
@@ -293,24 +294,6 @@ Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
         return peer.error();
     const std::uint32_t groupId = pending.groupId();
     return Outcome(SmcdSetup{pending.take(), std::move(*peer), clientGid, groupId});
-}
-
-Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending pending,
-                             const SocketOptions& options)
-{
-    return smcrServerFinish(stack, fd, std::move(pending), options);
-}
-
-Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked parked,
-                                const SocketOptions& options)
-{
-    return smcrServer(stack, fd, std::move(parked), options);
-}
-
-Result<Outcome> serverGiveUp(SmcStack& stack, int fd, const SmcrParked& parked,
-                             const SocketOptions& options)
-{
-    return smcrServerGiveUp(stack, fd, parked, options);
 }
 
 namespace

@@ -136,8 +136,13 @@ Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
                              const SocketOptions& options);
 Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending pending,
                              const SocketOptions& options);
+// SMC-R's step from its request on (serverBegin takes it there too): up to our ACCEPT
+// (SmcrPending), parked again if another first contact with the peer is under way, or the
+// Outcome. Blocks for a join's CONFIRM_RKEY (with more than one link) and up to
+// options.clcTimeout for the ACCEPT's write, never for the peer's next message.
 Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked parked,
                                 const SocketOptions& options);
+// A parked handshake waited long enough: DECLINE PeerNoSmc, and TCP.
 Result<Outcome> serverGiveUp(SmcStack& stack, int fd, const SmcrParked& parked,
                              const SocketOptions& options);
 // The step that is a whole handshake's end.

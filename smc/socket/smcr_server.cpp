@@ -76,8 +76,8 @@ SmcrParked smcrRequest(clc::Proposal proposal, const clc::Choice& choice, std::u
     return r;
 }
 
-Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
-                              const SocketOptions& options)
+Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked request,
+                                const SocketOptions& options)
 {
     SmcStack::Smcr& smcr = *stack.smcr();
     const clc::Proposal& proposal = request.proposal;
@@ -149,8 +149,7 @@ Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
     return ServerStep(std::move(p));
 }
 
-Result<Outcome> smcrServerFinish(SmcStack& stack, int fd, SmcrPending p,
-                                 const SocketOptions& options)
+Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending p, const SocketOptions& options)
 {
     const std::uint8_t version = p.version;
     Result<clc::Message> answer = readClc(fd, deadlineAfter(options.clcTimeout));
@@ -199,8 +198,8 @@ Result<Outcome> smcrServerFinish(SmcStack& stack, int fd, SmcrPending p,
                              classBytes(r.rmbeSize), p.first});
 }
 
-Result<Outcome> smcrServerGiveUp(SmcStack& stack, int fd, const SmcrParked& request,
-                                 const SocketOptions& options)
+Result<Outcome> serverGiveUp(SmcStack& stack, int fd, const SmcrParked& request,
+                             const SocketOptions& options)
 {
     return decline(stack, fd, DeclineCode::PeerNoSmc, request.version, options);
 }

@@ -40,28 +40,12 @@ void offerSmcrV2(SmcStack& stack, clc::Proposal& proposal);
 Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
                            const SocketOptions& options);
 
-// Server: what smcrServer takes once negotiate() made `choice` for `proposal` (`version`: of a
-// DECLINE). Parked, it waits a sixth of options.clcTimeout at most (1 s by default, Linux's
-// CLC_WAIT_TIME_SHORT): a client behind a stranger that claims its identity and stalls falls
-// back to TCP instead of timing out.
+// Server: what serverResume takes first, once negotiate() made `choice` (SMC-R v1 or v2) for
+// `proposal` (`version`: of a DECLINE). Parked, it waits a sixth of options.clcTimeout at most
+// (1 s by default, Linux's CLC_WAIT_TIME_SHORT): a client behind a stranger that claims its
+// identity and stalls falls back to TCP instead of timing out.
 SmcrParked smcrRequest(clc::Proposal proposal, const clc::Choice& choice, std::uint8_t version,
                        const SocketOptions& options);
-// Server: negotiate() made `request.choice`, SMC-R v1 or v2, for `request.proposal`. Up to our
-// ACCEPT: then SmcrPending (smcrServerFinish goes on once the CONFIRM is there). While another
-// first contact with the proposing peer is under way: `request` back, parked (resumed by
-// calling this again once that ends, SmcStack::Smcr::firstContacts; by `request.until`, else
-// smcrServerGiveUp). Else the Outcome (a fallback), or errors as serverHandshake's. Blocks
-// for a join's CONFIRM_RKEY (with more than one link) and up to options.clcTimeout for the
-// ACCEPT's write, never for the peer's next message.
-Result<ServerStep> smcrServer(SmcStack& stack, int fd, SmcrParked request,
-                              const SocketOptions& options);
-// The CONFIRM is queued, or options.clcTimeout says how long to wait for the rest of it: the
-// handshake to its end, with CONFIRM_LINK (and ADD_LINK) on first contact.
-Result<Outcome> smcrServerFinish(SmcStack& stack, int fd, SmcrPending pending,
-                                 const SocketOptions& options);
-// A parked handshake waited long enough: DECLINE, and TCP.
-Result<Outcome> smcrServerGiveUp(SmcStack& stack, int fd, const SmcrParked& request,
-                                 const SocketOptions& options);
 
 // What both roles use (smcr_handshake.cpp, handshake.cpp).
 
