@@ -26,19 +26,29 @@ Result<void> TcpPath::await(short events, Deadline deadline, bool nonBlocking) c
     return {};
 }
 
-Result<std::size_t> TcpPath::send(std::span<const std::byte> data, Deadline deadline,
-                                  bool nonBlocking, bool hold)
+// `io` (a send or recv that does not wait) until it moves bytes or fails; EAGAIN waits for
+// `events`.
+template <typename Io>
+Result<std::size_t> TcpPath::transfer(Io io, short events, Deadline deadline,
+                                      bool nonBlocking) const
 {
-    const int flags = MSG_NOSIGNAL | MSG_DONTWAIT | (hold ? MSG_MORE : 0);
     for (;;) {
-        const ssize_t n = ::send(fd_, data.data(), data.size(), flags);
+        const ssize_t n = io();
         if (n >= 0)
             return static_cast<std::size_t>(n);
         if (errno != EAGAIN && errno != EINTR)
             return lastError();
-        if (Result<void> r = await(POLLOUT, deadline, nonBlocking); !r)
+        if (Result<void> r = await(events, deadline, nonBlocking); !r)
             return r.error();
     }
+}
+
+Result<std::size_t> TcpPath::send(std::span<const std::byte> data, Deadline deadline,
+                                  bool nonBlocking, bool hold)
+{
+    const int flags = MSG_NOSIGNAL | MSG_DONTWAIT | (hold ? MSG_MORE : 0);
+    return transfer([&] { return ::send(fd_, data.data(), data.size(), flags); }, POLLOUT, deadline,
+                    nonBlocking);
 }
 
 Result<std::size_t> TcpPath::recv(std::span<std::byte> into, Deadline deadline, bool nonBlocking)
@@ -52,15 +62,8 @@ Result<std::size_t> TcpPath::recv(std::span<std::byte> into, Deadline deadline, 
         else if (Result<void> r = await(POLLIN, deadline, nonBlocking); !r)
             return r.error();
     }
-    for (;;) {
-        const ssize_t n = ::recv(fd_, into.data(), into.size(), MSG_DONTWAIT);
-        if (n >= 0)
-            return static_cast<std::size_t>(n);
-        if (errno != EAGAIN && errno != EINTR)
-            return lastError();
-        if (Result<void> r = await(POLLIN, deadline, nonBlocking); !r)
-            return r.error();
-    }
+    return transfer([&] { return ::recv(fd_, into.data(), into.size(), MSG_DONTWAIT); }, POLLIN,
+                    deadline, nonBlocking);
 }
 
 Result<RecvView> TcpPath::recvView(std::span<std::byte> copy, std::size_t /*threshold*/,

@@ -45,6 +45,8 @@ public:
 private:
     // Waits for `events` on the socket (EAGAIN seen): try_again when non-blocking.
     Result<void> await(short events, Deadline deadline, bool nonBlocking) const;
+    template <typename Io>
+    Result<std::size_t> transfer(Io io, short events, Deadline deadline, bool nonBlocking) const;
 
     const int fd_;
     std::size_t clcLeft_ = 0; // of the peer's PROPOSAL still to discard; the receiver's alone
