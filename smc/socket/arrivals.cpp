@@ -3,11 +3,11 @@
 #include "smc/socket/internal/arrivals.h"
 
 #include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstring>
 
 #include "smc/socket/clc_io.h"
+#include "smc/socket/tcp.h"
 
 namespace smc
 {
@@ -15,22 +15,22 @@ namespace smc
 Arrivals::Source Arrivals::sourceOf(int fd) noexcept
 {
     Source s{};
-    sockaddr_storage peer{};
-    socklen_t length = sizeof peer;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0)
+    const Result<net::SocketAddress> peer = net::peerAddress(fd);
+    if (!peer)
         return s; // gone already: all such count as one source
-    if (peer.ss_family == AF_INET6) {
-        const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
-        if (!IN6_IS_ADDR_V4MAPPED(&a)) {
+    const sockaddr_storage& a = peer->storage;
+    if (peer->family() == AF_INET6) {
+        const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr;
+        if (!IN6_IS_ADDR_V4MAPPED(&v6)) {
             s[0] = AF_INET6;
-            std::memcpy(&s[1], &a, sizeof a);
+            std::memcpy(&s[1], &v6, sizeof v6);
             return s;
         }
         s[0] = AF_INET;
-        std::memcpy(&s[1], &a.s6_addr[12], 4);
-    } else if (peer.ss_family == AF_INET) {
+        std::memcpy(&s[1], &v6.s6_addr[12], 4);
+    } else if (peer->family() == AF_INET) {
         s[0] = AF_INET;
-        std::memcpy(&s[1], &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, 4);
+        std::memcpy(&s[1], &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, 4);
     }
     return s;
 }
