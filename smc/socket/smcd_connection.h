@@ -2,16 +2,14 @@
 // SmcdConnection: one SMC-D connection's data path, our DMB and the peer's, mapped here.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 
-#include "base/mutex.h"
-#include "smc/socket/cdc_state.h"
-#include "smc/socket/data_path.h"
+#include "smc/socket/cdc_connection.h"
 #include "smc/socket/setup.h"
-#include "smc/socket/tcp.h"
 
 namespace smc::net
 {
@@ -24,42 +22,25 @@ namespace smc::net
 // The doorbell (bytes 24..31 of a DMB head, reserved in the CDC's SMC-D layout): a 32-bit
 // sequence the writer bumps after each CDC, and a 32-bit word the owner sets while it
 // sleeps on that sequence (a futex: the memory is shared), plus a bit that asks for the
-// DMB's ISM doorbell too (an application polling fd()). A peer can only stall its own
+// DMB's ISM doorbell too (an application polling its socket). A peer can only stall its own
 // connection with these: every wait has the caller's deadline, and the peer's death wakes
 // us from our own side (the TCP socket).
-//
-// One sender and one receiver may run at once; the state they share is under mutex_.
-class SmcdConnection final : public DataPath
+class SmcdConnection final : public CdcConnection
 {
 public:
     // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
-    // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
     // `autocorkBytes`: SocketOptions::autocorkBytes.
+    // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
     static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
                                                           std::chrono::microseconds busyPoll,
                                                           std::size_t autocorkBytes);
-    // Aborts if still open, then gives everything back.
+    // Closes if still open: our DMB is revoked and goes back to the pool, the peer's mapping
+    // is dropped.
     ~SmcdConnection() override;
-    SmcdConnection(const SmcdConnection&) = delete;
-    SmcdConnection& operator=(const SmcdConnection&) = delete;
 
-    // DataPath. close(): our DMB is revoked and goes back to the pool, the peer's mapping is
-    // dropped. enableEvents(): asks the peer to signal our DMB's ISM doorbell too, and returns it.
-    Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking,
-                             bool hold) override;
-    Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
-                             bool nonBlocking) override;
-    Result<RecvView> recvView(std::span<std::byte> copy, std::size_t threshold, Deadline deadline,
-                              bool nonBlocking) override;
-    Result<void> releaseView() override;
-    Result<void> flush() override;
-    Result<void> shutdownWrite() override;
-    void close() noexcept override;
+    // DataPath. Never blocks but for the caller's deadline. enableEvents(): asks the peer to
+    // signal our DMB's ISM doorbell too, and returns it.
     void peerGone() noexcept override;
-    bool readable() const override;
-    bool abandoned() const override;
-    bool writable() const override;
-    void fillInfo(ConnectionInfo& info) const override;
     int enableEvents() noexcept override;
     void drainEvents() noexcept override;
 
@@ -68,50 +49,31 @@ private:
                    std::chrono::microseconds busyPoll, std::size_t autocorkBytes);
     std::byte* ownHead() const noexcept { return rmb_->data(); }
     std::byte* peerHead() const noexcept { return peer_.peer.data(); }
-    std::span<std::byte> ownRing() const noexcept;
     std::span<std::byte> peerRing() const noexcept;
 
-    // The peer's latest CDC (in our head) into the stream; a violation aborts.
-    void absorb() SMC_REQUIRES(mutex_);
-    // Our CDC into the peer's head (what the stream holds now): every byte produced is
-    // announced.
-    void publish(std::size_t pending = 0) SMC_REQUIRES(mutex_);
-    // send() without the corking: the bytes into the peer's ring, unannounced.
-    Result<std::size_t> sendHeld(std::span<const std::byte> data, Deadline deadline,
-                                 bool nonBlocking) SMC_REQUIRES(sendMutex_);
-    // Waits for bytes to read (recv's loop): how many, and where; 0 at the orderly end.
-    Result<std::size_t> awaitReadable(Deadline deadline, bool nonBlocking, cdc::Cursor& at)
-        SMC_REQUIRES(recvMutex_);
-    // After the receiver took n bytes: the consumer cursor moves, the peer hears of it when
-    // the window update rule says so. True if the peer must be rung.
-    bool consumed(std::size_t n) SMC_REQUIRES(mutex_);
-    // A send is leaving: announce what it left unannounced, unless `hold` or a send queued
-    // behind it (`behind`) may. True if the peer must be rung.
-    bool settle(bool hold, bool behind, std::size_t pending) SMC_REQUIRES(mutex_);
-    // What the close machine asked for: its flags into the stream, and a CDC.
-    void act(const cdc::CloseAction& action) SMC_REQUIRES(mutex_);
-    bool peerClosed() const SMC_REQUIRES(mutex_);
-    void abort() SMC_REQUIRES(mutex_);
-    std::uint32_t doorbellSeen() const noexcept;
+    // CdcConnection: the peer's CDC is read from our head, ours written into its head; the
+    // doorbell wakes and is waited on.
+    void absorb() override SMC_REQUIRES(mutex_);
+    bool peek(cdc::CdcStream& s) const override SMC_REQUIRES(mutex_);
+    std::uint64_t waitMark() const override SMC_REQUIRES(mutex_);
+    void wait(MutexLocker& lock, std::uint64_t mark, Deadline until) override SMC_REQUIRES(mutex_);
+    void wake() override SMC_REQUIRES(mutex_);
+    void stage(const cdc::CdcMessage& m) override SMC_REQUIRES(txMutex_, mutex_);
+    void deliver() override SMC_REQUIRES(txMutex_);
+    Result<void> put(std::size_t at, std::span<const std::byte> bytes, Deadline deadline,
+                     bool nonBlocking) override;
+    Result<void> take(std::size_t at, std::span<std::byte> into) override;
+    std::span<const std::byte> ownRing() const noexcept override;
+    void release() noexcept override;
+    void describe(ConnectionInfo& info) const override;
+
     void ringPeer() noexcept;
-    void wakeOwn() noexcept;
-    Result<void> wait(std::uint32_t seen, Deadline deadline) noexcept;
-    void release() noexcept;
 
     SmcStack& stack_;
     BufferRef rmb_;
     SmcdSetup peer_;
     const std::chrono::microseconds busyPoll_;
-    // Senders in send(), running or waiting for sendMutex_: a send that sees others behind
-    // it leaves the announcing to them (autocorking).
-    std::atomic<unsigned> queued_{0};
-
-    Mutex sendMutex_; // one sender at a time (the copy into the peer's ring)
-    Mutex recvMutex_; // one receiver at a time (the copy out of ours)
-    mutable Mutex mutex_;
-    CdcState cdc_ SMC_GUARDED_BY(mutex_);
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
-    std::size_t viewOut_ SMC_GUARDED_BY(mutex_) = 0; // recvView handed out, not released
 };
 
 } // namespace smc::net

@@ -43,9 +43,8 @@ SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
 SmcrConnection::SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
                                std::uint32_t peerToken, cdc::CdcStream stream,
                                std::size_t autocorkBytes)
-    : group_(std::move(group)), conn_(std::move(conn)), peerToken_(peerToken),
-      peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size()),
-      cdc_(stream, autocorkBytes)
+    : CdcConnection(stream, autocorkBytes), group_(std::move(group)), conn_(std::move(conn)),
+      peerToken_(peerToken), peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size())
 {
     MutexLocker lock(hook_->mutex);
     hook_->self = this;
@@ -58,24 +57,29 @@ SmcrConnection::~SmcrConnection()
 
 // --- CDCs out ----------------------------------------------------------------------
 
-SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
+void SmcrConnection::stage(const cdc::CdcMessage& m)
 {
-    const cdc::CdcMessage m = cdc_.stream.nextCdc(pending); // m.seq is built_ + 1, wrapped
-    ++built_;
-    cdc_.unannounced = 0;                         // the producer cursor is in it
-    cdcOwed_ = false;                             // this one carries everything the peer is owed
-    blockedSent_ |= m.producerFlags.writeBlocked; // and says write_blocked if the ring is full
+    ++built_;         // m.seq is built_, wrapped
+    cdcOwed_ = false; // this one carries everything the peer is owed
     // A CDC that announces what the one before did shares its entry: the older number stays
     // a lower bound. Bounded: at the cap the newest entry stretches to cover this CDC too,
     // with the same effect, so the worst it does is name an older CDC in a validation.
-    if (unconfirmed_.empty() || unconfirmed_.back().producer != produced_ ||
+    const std::uint64_t produced = cdc_.bytesSent;
+    if (unconfirmed_.empty() || unconfirmed_.back().producer != produced ||
         unconfirmed_.back().consumer != cdc_.bytesReceived) {
         if (unconfirmed_.size() == kMaxUnconfirmed)
-            unconfirmed_.back() = {unconfirmed_.back().number, produced_, cdc_.bytesReceived};
+            unconfirmed_.back() = {unconfirmed_.back().number, produced, cdc_.bytesReceived};
         else
-            unconfirmed_.push_back({built_, produced_, cdc_.bytesReceived});
+            unconfirmed_.push_back({built_, produced, cdc_.bytesReceived});
     }
-    return cdc::encodeSmcr(m);
+    outbox_[staged_++] = cdc::encodeSmcr(m);
+}
+
+void SmcrConnection::deliver()
+{
+    const std::size_t n = std::exchange(staged_, 0);
+    for (std::size_t i = 0; i < n; ++i)
+        transmit(outbox_[i]);
 }
 
 // Which CDC the peer has surely processed, from its cursors: it consumed P of our bytes, so
@@ -86,7 +90,7 @@ SmcrConnection::Wire SmcrConnection::build(std::size_t pending)
 // when the validation comes on the new one, and an in-process link drops them.)
 void SmcrConnection::noteProcessed()
 {
-    const std::uint64_t peerConsumed = produced_ - (peerRingSize_ - cdc_.stream.sendSpace());
+    const std::uint64_t peerConsumed = cdc_.bytesSent - (peerRingSize_ - cdc_.stream.sendSpace());
     const std::uint64_t peerProduced = cdc_.bytesReceived + cdc_.stream.readable();
     if (peerConsumed == 0 && peerProduced <= ringSize())
         return; // no CDC of ours was needed for that
@@ -122,40 +126,17 @@ void SmcrConnection::transmit(const Wire& wire)
     (void)abort(false);
 }
 
-std::optional<SmcrConnection::Wire> SmcrConnection::act(const cdc::CloseAction& action)
-{
-    if (!action.sends())
-        return std::nullopt;
-    cdc_.stream.addConnFlags(action.send);
-    return build();
-}
-
-bool SmcrConnection::abort(bool tellPeer)
-{
-    if (cdc_.aborted)
-        return false;
-    cdc_.aborted = true;
-    cdc_.close.abort();
-    wake();
-    if (!tellPeer)
-        return false;
-    // Tell the peer, as Linux's abort does; nothing else will reach it from us.
-    cdc_.stream.addConnFlags({.peerConnAbort = true});
-    return true;
-}
-
 void SmcrConnection::flushOwed()
 {
     MutexLocker tx(txMutex_);
-    Wire out;
     {
         MutexLocker lock(mutex_);
         flushPosted_ = false;
         if (!cdcOwed_ || cdc_.closed) // sent meanwhile, or close() sends its own
             return;
-        out = build();
+        announce();
     }
-    transmit(out);
+    deliver();
 }
 
 void SmcrConnection::wake()
@@ -166,11 +147,10 @@ void SmcrConnection::wake()
         events_.signal();
 }
 
-void SmcrConnection::wait(MutexLocker& lock, Deadline until)
+void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until)
 {
     // In slices: a deadline of Deadline::max() must not overflow the clock's conversions.
-    const std::uint64_t seen = wakes_;
-    while (wakes_ == seen) {
+    while (wakes_ == mark) {
         const Clock::time_point now = Clock::now();
         if (now >= until)
             return;
@@ -194,34 +174,23 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
         bool owed = false;
         Result<cdc::CdcMessage> m = cdc::decodeSmcr(bytes);
         if (!m) {
-            owed = abort();
+            owed = abort(true);
         } else if (m->producerFlags.failoverValidation) {
             // §2.7: the peer believes we processed its CDC m->seq; if ours is older, a CDC
             // was lost and the streams cannot be trusted any more.
             if (cdc::isStaleSeq(m->seq, lastSeq_))
-                owed = abort();
+                owed = abort(true);
             else
                 ++stats_.validations;
         } else if (cdc::isStaleSeq(lastSeq_, m->seq)) {
             ++stats_.cdcStale; // a duplicate or a late one from a failed link (§2.5)
+        } else if (!receive(*m)) {
+            owed = abort(true); // a cursor out of range or backwards: the peer broke the rules
         } else {
-            const cdc::ConnFlags before = cdc_.stream.peerConnFlags();
-            const std::size_t spaceBefore = cdc_.stream.sendSpace();
-            if (!cdc_.stream.onPeerCdc(*m)) {
-                owed = abort(); // a cursor out of range or backwards: the peer broke the rules
-            } else {
-                lastSeq_ = m->seq;
-                // Say write_blocked again only once the peer freed space: a CDC that freed
-                // none (its own write_blocked, say) answered nothing, and two blocked ends
-                // would bounce the flag forever.
-                if (cdc_.stream.sendSpace() != spaceBefore)
-                    blockedSent_ = false;
-                noteProcessed();
-                if (!(cdc_.stream.peerConnFlags() == before))
-                    (void)cdc_.close.peerFlags(cdc_.stream.peerConnFlags()); // sends nothing
-                owed = cdc_.stream.wantConsumerUpdate();
-                wake();
-            }
+            lastSeq_ = m->seq;
+            noteProcessed();
+            owed = cdc_.stream.wantConsumerUpdate();
+            wake();
         }
         cdcOwed_ = cdcOwed_ || owed;
         post = owed && !std::exchange(flushPosted_, true); // one task at a time, at most
@@ -237,8 +206,6 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
 void SmcrConnection::onMoved()
 {
     MutexLocker tx(txMutex_);
-    Wire validation{};
-    Wire current{};
     {
         MutexLocker lock(mutex_);
         ++moves_;
@@ -261,17 +228,15 @@ void SmcrConnection::onMoved()
             static_cast<std::uint16_t>(built_ - confirmed_ > kHalf ? built_ - kHalf : confirmed_);
         v.token = peerToken_;
         v.producerFlags.failoverValidation = true;
-        validation = cdc::encodeSmcr(v);
-        current = build();
+        outbox_[staged_++] = cdc::encodeSmcr(v);
+        announce();
     }
-    transmit(validation);
-    transmit(current);
+    deliver();
 }
 
 void SmcrConnection::onEnded()
 {
     MutexLocker lock(mutex_);
-    ended_ = true;
     (void)abort(false); // the links are gone: nobody hears us
 }
 
@@ -326,7 +291,7 @@ void SmcrConnection::onPeerGoneGrace()
     (void)abort(false); // no close came: the peer died
 }
 
-void SmcrConnection::unhook()
+void SmcrConnection::detach() noexcept
 {
     {
         MutexLocker g(hook_->mutex); // a running grace timer or flush is done once we have it
@@ -339,63 +304,21 @@ void SmcrConnection::unhook()
     }
     if (timer)
         (void)group_->executor().cancel(*timer);
+    (void)group_->setConnectionEvents(*conn_, {}); // waits for a running handler
 }
 
-void SmcrConnection::close() noexcept
+void SmcrConnection::release() noexcept
 {
-    // A second caller waits for the first: "no handler runs once this returns" holds for both.
-    MutexLocker closing(closeMutex_);
-    {
-        MutexLocker tx(txMutex_);
-        std::optional<Wire> out;
-        {
-            MutexLocker lock(mutex_);
-            if (cdc_.closed)
-                return;
-            if (!cdc_.aborted) // unread bytes: the peer must not think they arrived (Linux: abort)
-                out = act(cdc_.close.close(cdc_.stream.readable() > 0));
-            if (!out && cdcOwed_) // an abort (or an update) the flush has not sent yet
-                out = build();
-            cdc_.closed = true;
-            wake(); // our own waiters see cdc_.closed and leave
-        }
-        if (out)
-            transmit(*out);
-    }
-    unhook();
-    // No handler runs once this returns, and none will come.
-    (void)group_->setConnectionEvents(*conn_, {});
-    // No copy into or out of the buffers is running once both are ours.
-    MutexLocker sending(sendMutex_);
-    MutexLocker receiving(recvMutex_);
-    if (!released_) {
-        released_ = true;
+    if (!std::exchange(released_, true))
         (void)group_->closeConnection(*conn_); // an ended one: its buffers went back already
-    }
 }
 
 // --- Observability -------------------------------------------------------------------------
 
-bool SmcrConnection::readable() const
+bool SmcrConnection::sendStalled() const
 {
-    MutexLocker lock(mutex_);
-    return cdc_.closed || cdc_.aborted || CdcState::readable(cdc_.stream);
-}
-
-bool SmcrConnection::abandoned() const
-{
-    MutexLocker lock(mutex_);
-    return cdc_.closed || cdc_.aborted || CdcState::abandoned(cdc_.stream);
-}
-
-bool SmcrConnection::writable() const
-{
-    MutexLocker lock(mutex_);
-    if (cdc_.closed || cdc_.aborted || cdc_.stream.sentConnFlags().any() ||
-        cdc_.stream.peerConnFlags().any())
-        return true;
     // A write the lost link failed waits for failover (onMoved wakes the poller then).
-    return cdc_.stream.sendSpace() > 0 && !(lostLinkAt_ && *lostLinkAt_ == moves_);
+    return lostLinkAt_ && *lostLinkAt_ == moves_;
 }
 
 int SmcrConnection::enableEvents() noexcept
@@ -414,11 +337,9 @@ void SmcrConnection::drainEvents() noexcept
         events_.clear();
 }
 
-void SmcrConnection::fillInfo(ConnectionInfo& info) const
+void SmcrConnection::describe(ConnectionInfo& info) const
 {
-    info.linkId = group_->linkId(conn_->link()); // the group's lock, not under ours
-    MutexLocker lock(mutex_);
-    cdc_.fill(info);
+    info.linkId = group_->linkId(conn_->link());
     info.rmbBytes = ringSize();
     info.peerRmbBytes = peerRingSize_;
     info.transport = Transport::SmcR;
