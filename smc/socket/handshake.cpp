@@ -181,25 +181,22 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
         return sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline);
     const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
 
-    Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
-    if (!rmb)
-        return sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline);
+    Result<BufferRef> acquired = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
+    if (!acquired)
+        return sendDecline(fd, bufferDecline(acquired.error()), version, {}, deadline);
+    OwnDmb rmb(stack, *acquired);
     const IsmGid serverGid{server.gid, server.gidExt};
     Result<RemoteDmb> peer = std::make_error_code(std::errc::invalid_argument);
-    if (stack.device().grant((*rmb)->dmbToken(), serverGid))
+    if (stack.device().grant(rmb->dmbToken(), serverGid))
         peer = mapPeer(stack, server, deadline);
-    if (!peer) {
-        releaseRmb(stack, *rmb);
+    if (!peer)
         return sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline);
-    }
     const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
     clc::Confirm confirm{
-        ourDmb(stack, *rmb, groupIdFrom(server), accept->firstContact, server.eid, release)};
-    if (Result<void> sent = writeClc(fd, confirm, deadline); !sent) {
-        releaseRmb(stack, *rmb);
+        ourDmb(stack, rmb.get(), groupIdFrom(server), accept->firstContact, server.eid, release)};
+    if (Result<void> sent = writeClc(fd, confirm, deadline); !sent)
         return sent.error();
-    }
-    return Outcome(SmcdSetup{*rmb, std::move(*peer), serverGid, groupIdFrom(server)});
+    return Outcome(SmcdSetup{std::move(rmb), std::move(*peer), serverGid, groupIdFrom(server)});
 }
 
 Result<ServerStep> lift(Result<Outcome> r)
@@ -209,17 +206,14 @@ Result<ServerStep> lift(Result<Outcome> r)
     return ServerStep(std::move(*r));
 }
 
-void SmcdPending::giveBack() noexcept
+void OwnDmb::reset() noexcept
 {
-    if (rmb_)
-        releaseRmb(*stack_, std::exchange(rmb_, {}));
-}
-
-void releaseRmb(SmcStack& stack, const BufferRef& rmb) noexcept
-{
-    (void)stack.device().revoke(rmb->dmbToken());
-    stack.markServerRmb(rmb->dmbToken(), false);
-    (void)stack.pool().release(rmb);
+    if (!rmb_)
+        return;
+    const BufferRef rmb = std::exchange(rmb_, {});
+    (void)stack_->device().revoke(rmb->dmbToken());
+    stack_->markServerRmb(rmb->dmbToken(), false);
+    (void)stack_->pool().release(rmb);
 }
 
 Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& options)
@@ -261,12 +255,13 @@ Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& opt
     if (!rmb)
         return lift(sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline));
     // Every connection is its own SMC-D group here: one DMB each way, nothing shared.
-    SmcdPending pending(stack, *rmb, {choice.peerGid, choice.peerGidExt},
-                        static_cast<std::uint32_t>((*rmb)->dmbToken()));
+    SmcdPending pending{OwnDmb(stack, *rmb),
+                        {choice.peerGid, choice.peerGidExt},
+                        static_cast<std::uint32_t>((*rmb)->dmbToken())};
     stack.markServerRmb((*rmb)->dmbToken(), true);
-    if (!stack.device().grant((*rmb)->dmbToken(), pending.client()))
+    if (!stack.device().grant((*rmb)->dmbToken(), pending.client))
         return lift(sendDecline(fd, clc::DeclineCode::IntErr, version, {}, deadline));
-    clc::Accept accept{ourDmb(stack, *rmb, pending.groupId(), true, choice.eid, choice.release)};
+    clc::Accept accept{ourDmb(stack, *rmb, pending.groupId, true, choice.eid, choice.release)};
     if (Result<void> sent = writeClc(fd, accept, deadline); !sent)
         return sent.error();
     return ServerStep(std::move(pending));
@@ -276,7 +271,7 @@ Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
                              const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
-    const IsmGid& clientGid = pending.client();
+    const IsmGid& clientGid = pending.client;
     Result<clc::Message> answer = readClc(fd, deadline);
     if (answer)
         if (const auto* d = std::get_if<clc::Decline>(&*answer))
@@ -292,8 +287,7 @@ Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
     Result<RemoteDmb> peer = mapPeer(stack, *named, deadline);
     if (!peer)
         return peer.error();
-    const std::uint32_t groupId = pending.groupId();
-    return Outcome(SmcdSetup{pending.take(), std::move(*peer), clientGid, groupId});
+    return Outcome(SmcdSetup{std::move(pending.rmb), std::move(*peer), clientGid, pending.groupId});
 }
 
 namespace

@@ -62,33 +62,10 @@ Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& op
 
 // An SMC-D server handshake between our ACCEPT and the client's CONFIRM: our RMB, granted to
 // the client. Dropped unfinished, it gives the RMB back (revoked, to the pool).
-class SmcdPending
-{
-public:
-    SmcdPending(SmcStack& stack, BufferRef rmb, IsmGid client, std::uint32_t groupId) noexcept
-        : stack_(&stack), rmb_(rmb), client_(client), groupId_(groupId)
-    {
-    }
-    SmcdPending(SmcdPending&& other) noexcept
-        : stack_(other.stack_), rmb_(std::exchange(other.rmb_, {})), client_(other.client_),
-          groupId_(other.groupId_)
-    {
-    }
-    SmcdPending& operator=(SmcdPending&&) = delete;
-    ~SmcdPending() { giveBack(); }
-
-    const BufferRef& rmb() const noexcept { return rmb_; }
-    const IsmGid& client() const noexcept { return client_; }
-    std::uint32_t groupId() const noexcept { return groupId_; }
-    // The RMB is the connection's now: not given back.
-    BufferRef take() noexcept { return std::exchange(rmb_, {}); }
-    void giveBack() noexcept;
-
-private:
-    SmcStack* stack_;
-    BufferRef rmb_;
-    IsmGid client_;
-    std::uint32_t groupId_;
+struct SmcdPending {
+    OwnDmb rmb;
+    IsmGid client;
+    std::uint32_t groupId = 0;
 };
 
 // An SMC-R server handshake between our ACCEPT and the client's CONFIRM: the connection in its

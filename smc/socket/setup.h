@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <variant>
 
 #include "pool/buffer_desc.h"
@@ -16,9 +17,39 @@
 namespace smc::net
 {
 
+// An SMC-D RMB of ours from the pool until it goes back: then revoked first (a peer that
+// mapped it keeps the old pages) and no longer marked as a server's. Move-only; empty once
+// moved from or given back. Either side's. Never blocks.
+class OwnDmb
+{
+public:
+    OwnDmb() = default;
+    OwnDmb(SmcStack& stack, BufferRef rmb) noexcept : stack_(&stack), rmb_(std::move(rmb)) {}
+    OwnDmb(OwnDmb&& other) noexcept : stack_(other.stack_), rmb_(std::exchange(other.rmb_, {})) {}
+    OwnDmb& operator=(OwnDmb&& other) noexcept
+    {
+        if (this != &other) {
+            reset();
+            stack_ = other.stack_;
+            rmb_ = std::exchange(other.rmb_, {});
+        }
+        return *this;
+    }
+    ~OwnDmb() { reset(); }
+
+    const BufferRef& get() const noexcept { return rmb_; }
+    BufferDesc* operator->() const noexcept { return rmb_.operator->(); }
+    explicit operator bool() const noexcept { return static_cast<bool>(rmb_); }
+    void reset() noexcept;
+
+private:
+    SmcStack* stack_ = nullptr;
+    BufferRef rmb_;
+};
+
 // SMC-D is up: our DMB (granted to the peer), the peer's mapped here.
 struct SmcdSetup {
-    BufferRef rmb;
+    OwnDmb rmb;
     RemoteDmb peer;
     IsmGid peerGid;
     std::uint32_t groupId = 0; // the SMC-D "link group" the server named (CLC link id)
@@ -41,9 +72,5 @@ struct Fallback {
 };
 
 using Outcome = std::variant<SmcdSetup, Fallback, SmcrSetup>;
-
-// An SMC-D RMB of ours goes back to the pool: revoked first (a peer that mapped it keeps the
-// old pages), no longer marked as a server's. Either side's. Never blocks.
-void releaseRmb(SmcStack& stack, const BufferRef& rmb) noexcept;
 
 } // namespace smc::net

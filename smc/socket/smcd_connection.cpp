@@ -45,17 +45,15 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, 
     Result<cdc::CdcStream> stream = std::make_error_code(std::errc::invalid_argument);
     if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
         stream = cdc::CdcStream::create(setup.rmb->size() - kHead, setup.peer.size() - kHead);
-    if (!stream) {
-        releaseRmb(stack, setup.rmb);
-        return std::make_error_code(std::errc::invalid_argument);
-    }
+    if (!stream)
+        return std::make_error_code(std::errc::invalid_argument); // setup gives its DMB back
     return std::unique_ptr<SmcdConnection>(
         new SmcdConnection(stack, std::move(setup), *stream, busyPoll, autocorkBytes));
 }
 
 SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
                                std::chrono::microseconds busyPoll, std::size_t autocorkBytes)
-    : CdcConnection(stream, autocorkBytes), stack_(stack), rmb_(setup.rmb), peer_(std::move(setup)),
+    : CdcConnection(stream, autocorkBytes), stack_(stack), setup_(std::move(setup)),
       busyPoll_(busyPoll)
 {
 }
@@ -67,12 +65,12 @@ SmcdConnection::~SmcdConnection()
 
 std::span<const std::byte> SmcdConnection::ownRing() const noexcept
 {
-    return {rmb_->data() + kHead, rmb_->size() - kHead};
+    return {ownDmb()->data() + kHead, ownDmb()->size() - kHead};
 }
 
 std::span<std::byte> SmcdConnection::peerRing() const noexcept
 {
-    return {peer_.peer.data() + kHead, peer_.peer.size() - kHead};
+    return {setup_.peer.data() + kHead, setup_.peer.size() - kHead};
 }
 
 // --- CDCs: read from our head, written into the peer's ------------------------------------
@@ -112,7 +110,7 @@ void SmcdConnection::ringPeer() noexcept
     if ((wait & ~kWantsEvent) != 0)
         futex(peerHead(), FUTEX_WAKE, INT_MAX, nullptr);
     if (wait & kWantsEvent)
-        peer_.peer.signal();
+        setup_.peer.signal();
 }
 
 // --- Waiting on our doorbell --------------------------------------------------------------
@@ -195,8 +193,8 @@ void SmcdConnection::release() noexcept
 {
     // The peer keeps its mapping of our DMB until it unmaps; revoke gives the pool a DMB
     // the old peer no longer reaches.
-    releaseRmb(stack_, rmb_);
-    peer_.peer = RemoteDmb();
+    setup_.rmb.reset();
+    setup_.peer = RemoteDmb();
 }
 
 int SmcdConnection::enableEvents() noexcept
@@ -206,22 +204,22 @@ int SmcdConnection::enableEvents() noexcept
         eventsWanted_ = true;
         word(ownHead(), kWaitOffset).fetch_or(kWantsEvent, std::memory_order_seq_cst);
     }
-    return stack_.device().signalFd(rmb_->dmbToken());
+    return stack_.device().signalFd(ownDmb()->dmbToken());
 }
 
 void SmcdConnection::drainEvents() noexcept
 {
-    (void)stack_.device().drainSignals(rmb_->dmbToken());
+    (void)stack_.device().drainSignals(ownDmb()->dmbToken());
 }
 
 void SmcdConnection::describe(ConnectionInfo& info) const
 {
     info.transport = Transport::SmcD;
     info.version = 2;
-    info.rmbBytes = rmb_->size();
-    info.peerRmbBytes = peer_.peer.size();
-    info.dmbToken = rmb_->dmbToken();
-    info.peerDmbToken = peer_.peer.token();
+    info.rmbBytes = ownDmb()->size();
+    info.peerRmbBytes = setup_.peer.size();
+    info.dmbToken = ownDmb()->dmbToken();
+    info.peerDmbToken = setup_.peer.token();
 }
 
 } // namespace smc::net

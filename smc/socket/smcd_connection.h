@@ -47,8 +47,9 @@ public:
 private:
     SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
                    std::chrono::microseconds busyPoll, std::size_t autocorkBytes);
-    std::byte* ownHead() const noexcept { return rmb_->data(); }
-    std::byte* peerHead() const noexcept { return peer_.peer.data(); }
+    const OwnDmb& ownDmb() const noexcept { return setup_.rmb; }
+    std::byte* ownHead() const noexcept { return ownDmb()->data(); }
+    std::byte* peerHead() const noexcept { return setup_.peer.data(); }
     std::span<std::byte> peerRing() const noexcept;
 
     // CdcConnection: the peer's CDC is read from our head, ours written into its head; the
@@ -70,8 +71,7 @@ private:
     void ringPeer() noexcept;
 
     SmcStack& stack_;
-    BufferRef rmb_;
-    SmcdSetup peer_;
+    SmcdSetup setup_; // our DMB and the peer's mapping
     const std::chrono::microseconds busyPoll_;
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
 };
