@@ -100,6 +100,11 @@ Result<void> InprocChannel::write(const void* src, std::size_t length, std::uint
         return std::make_error_code(std::errc::not_connected);
     writes_.fetch_add(1, std::memory_order_relaxed);
     if (!writer_(rkey, remoteAddr, src, length)) {
+        // The link went down after the check above: the peer may have unregistered its
+        // buffers from it already. As on RC, where such a write is flushed: not_connected,
+        // and failover redoes it on another link.
+        if (!isUp())
+            return std::make_error_code(std::errc::not_connected);
         // As on RC: a remote access error puts the queue pair in error, the link is down.
         shutdown();
         return std::make_error_code(std::errc::permission_denied);

@@ -131,6 +131,33 @@ TEST(InprocChannel, KillTakesBothEndsDownOnce)
     EXPECT_EQ(atB.downs.load(), 1);
 }
 
+// A write already past the link check when the peer's failover takes the link down and
+// unregisters its buffers from it: the NIC refuses the rkey, but as on RC (a flushed write)
+// the writer hears not_connected, which failover answers by writing again on another link.
+// A refusal on a live link is the peer's remote access error: permission_denied, link down.
+TEST(InprocChannel, AWriteRefusedAfterTheLinkWentDownIsNotConnected)
+{
+    Inbox atA, atB;
+    auto [a, b] = InprocChannel::pair();
+    a->start(atA.callbacks());
+    b->start(atB.callbacks());
+    const std::byte data[8]{};
+    InprocChannel* peer = b.get();
+    a->setRemoteWriter([peer](std::uint32_t, std::uint64_t, const void*, std::size_t) {
+        peer->shutdown(); // the peer's failover, between our check and the NIC
+        return false;
+    });
+    EXPECT_EQ(a->write(data, sizeof data, 1, 0, 2).error(), std::errc::not_connected);
+
+    auto [c, d] = InprocChannel::pair();
+    c->start(atA.callbacks());
+    d->start(atB.callbacks());
+    c->setRemoteWriter(
+        [](std::uint32_t, std::uint64_t, const void*, std::size_t) { return false; });
+    EXPECT_EQ(c->write(data, sizeof data, 1, 0, 2).error(), std::errc::permission_denied);
+    EXPECT_FALSE(c->isUp());
+}
+
 TEST(InprocChannel, DestroyingOneEndTakesTheOtherDown)
 {
     Inbox atB;
