@@ -75,14 +75,25 @@ Result<std::size_t> CdcConnection::send(std::span<const std::byte> data, Deadlin
 {
     queued_.fetch_add(1, std::memory_order_acq_rel);
     MutexLocker sending(sendMutex_);
-    Result<std::size_t> n = sendHeld(data, deadline, nonBlocking);
+    Result<std::size_t> n = copyOut(data, deadline, nonBlocking);
     // A sender that counted itself before this returns takes sendMutex_ after us and settles
     // in turn: the last of a queue never leaves bytes unannounced (unless held).
     const bool behind = queued_.fetch_sub(1, std::memory_order_acq_rel) > 1;
     MutexLocker tx(txMutex_);
     bool announced = false;
     {
-        MutexLocker lock(mutex_);
+        MutexLocker lock(mutex_); // one hold: the bytes produced, and announced if they must be
+        if (n && *n > 0) {
+            if (cdc_.closed)
+                n = errc(std::errc::not_connected);
+            else if (cdc_.aborted)
+                n = errc(std::errc::connection_reset);
+            else {
+                (void)cdc_.stream.produce(*n); // <= the space it reported; only we produce
+                cdc_.bytesSent += *n;
+                cdc_.unannounced += *n;
+            }
+        }
         if (cdc_.announceNow(hold, behind)) {
             announce(data.size() - (n ? *n : 0));
             announced = true;
@@ -93,8 +104,8 @@ Result<std::size_t> CdcConnection::send(std::span<const std::byte> data, Deadlin
     return n;
 }
 
-Result<std::size_t> CdcConnection::sendHeld(std::span<const std::byte> data, Deadline deadline,
-                                            bool nonBlocking)
+Result<std::size_t> CdcConnection::copyOut(std::span<const std::byte> data, Deadline deadline,
+                                           bool nonBlocking)
 {
     for (;;) {
         std::size_t space = 0;
@@ -137,14 +148,6 @@ Result<std::size_t> CdcConnection::sendHeld(std::span<const std::byte> data, Dea
             MutexLocker lock(mutex_);
             return cdc_.closed ? errc(std::errc::not_connected) : put.error();
         }
-        MutexLocker lock(mutex_);
-        if (cdc_.closed)
-            return errc(std::errc::not_connected);
-        if (cdc_.aborted)
-            return errc(std::errc::connection_reset);
-        (void)cdc_.stream.produce(n); // n <= the space it reported, and only we produce
-        cdc_.bytesSent += n;
-        cdc_.unannounced += n; // send() announces them, or leaves that to the next sender
         return n;
     }
 }
@@ -213,7 +216,6 @@ Result<std::size_t> CdcConnection::awaitReadable(Deadline deadline, bool nonBloc
 
 Result<void> CdcConnection::consumed(std::size_t n)
 {
-    MutexLocker tx(txMutex_);
     {
         MutexLocker lock(mutex_);
         if (cdc_.closed)
@@ -221,6 +223,13 @@ Result<void> CdcConnection::consumed(std::size_t n)
         (void)cdc_.stream.consume(n); // n <= what it reported readable, and only we consume
         cdc_.bytesReceived += n;
         if (cdc_.aborted || !cdc_.stream.wantConsumerUpdate())
+            return {}; // most receives: no window update, no txMutex_
+    }
+    MutexLocker tx(txMutex_);
+    {
+        MutexLocker lock(mutex_);
+        // Looked at again: a CDC that went out meanwhile may have carried the update.
+        if (cdc_.closed || cdc_.aborted || !cdc_.stream.wantConsumerUpdate())
             return {};
         announce();
     }

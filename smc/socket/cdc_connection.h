@@ -109,8 +109,9 @@ protected:
     CdcState cdc_ SMC_GUARDED_BY(mutex_);
 
 private:
-    Result<std::size_t> sendHeld(std::span<const std::byte> data, Deadline deadline,
-                                 bool nonBlocking) SMC_REQUIRES(sendMutex_);
+    // send() up to the copy: how many bytes went into the peer's ring (not produced yet).
+    Result<std::size_t> copyOut(std::span<const std::byte> data, Deadline deadline,
+                                bool nonBlocking) SMC_REQUIRES(sendMutex_);
     // Waits for bytes to read: how many, and where (0 at the orderly end, or at once when
     // `block` is false and there are none).
     Result<std::size_t> awaitReadable(Deadline deadline, bool nonBlocking, bool block,
