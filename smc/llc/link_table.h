@@ -13,24 +13,15 @@
 
 #include "pool/buffer_desc.h"
 #include "pool/registrar.h"
+#include "smc/llc/link_info.h"
 #include "smc/transport/link_channel.h"
 
 namespace smc
 {
 
 enum class Role : std::uint8_t { Client, Server };
-enum class LinkState : std::uint8_t { Unused, Inactive, Activating, Active };
 enum class GroupType : std::uint8_t { None, Single, Symmetric, AsymmetricLocal, AsymmetricPeer };
-const char* toString(LinkState state) noexcept;
 const char* toString(GroupType type) noexcept;
-
-struct LinkInfo {
-    unsigned slot = 0;
-    std::uint8_t linkId = 0;
-    LinkState state = LinkState::Unused;
-    unsigned connections = 0;
-    LinkAddress local, peer; // the first link's peer PSN is CLC's, not known here
-};
 
 // One slot of the table.
 struct Link {

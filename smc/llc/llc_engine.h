@@ -17,21 +17,12 @@
 #include "pool/buffer_pool.h"
 #include "smc/llc/link_table.h"
 #include "smc/llc/llc_messages.h"
+#include "smc/llc/llc_timeouts.h"
 #include "smc/llc/rtoken_table.h"
 #include "smc/transport/link_provider.h"
 
 namespace smc
 {
-
-// Linux's LLC timers (llc.h), configurable.
-struct LlcTimeouts {
-    // The client's wait for the server's first CONFIRM_LINK; the server waits `wait` for the
-    // answer, and both ends of an added link `wait` for theirs.
-    std::chrono::milliseconds firstLink{4000};
-    std::chrono::milliseconds wait{2000}; // every other LLC wait
-    std::chrono::milliseconds flowStart{20000};
-    std::chrono::milliseconds testLink{30000}; // TEST_LINK idle interval; 0 = off
-};
 
 struct LlcConfig {
     Role role = Role::Client;

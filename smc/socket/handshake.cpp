@@ -24,12 +24,12 @@ bool wantSmcd(Mode mode)
     return mode != Mode::SmcR;
 }
 
-bool wantSmcr(SmcStack& stack, Mode mode)
+bool wantSmcr(StackCore& stack, Mode mode)
 {
     return stack.smcr() != nullptr && (mode == Mode::SmcR || mode == Mode::Auto);
 }
 
-clc::Capabilities capabilities(SmcStack& stack, int fd, Mode mode)
+clc::Capabilities capabilities(StackCore& stack, int fd, Mode mode)
 {
     const IsmGid gid = stack.device().localGid();
     clc::Capabilities caps;
@@ -47,7 +47,7 @@ clc::Capabilities capabilities(SmcStack& stack, int fd, Mode mode)
 }
 
 // SMC-R v1 alone (Mode::SmcR) is a version 1 proposal, as Linux sends it without v2 offers.
-clc::Proposal proposal(SmcStack& stack, Mode mode, const std::optional<clc::Ipv4Address>& local)
+clc::Proposal proposal(StackCore& stack, Mode mode, const std::optional<clc::Ipv4Address>& local)
 {
     if (mode == Mode::SmcR) {
         clc::Proposal p;
@@ -65,7 +65,7 @@ clc::Proposal proposal(SmcStack& stack, Mode mode, const std::optional<clc::Ipv4
 }
 
 // Our half of ACCEPT or CONFIRM.
-clc::AcceptConfirm ourDmb(SmcStack& stack, const BufferRef& rmb, std::uint32_t groupId,
+clc::AcceptConfirm ourDmb(StackCore& stack, const BufferRef& rmb, std::uint32_t groupId,
                           bool firstContact, const clc::Eid& eid, std::uint8_t release)
 {
     const IsmGid gid = stack.device().localGid();
@@ -110,7 +110,7 @@ std::uint32_t groupIdFrom(const clc::SmcdAcceptConfirm& d)
 }
 
 // The peer's half as we may use it: SMC-Dv2 on loopback-ism of this host.
-bool usable(SmcStack& stack, const clc::AcceptConfirm& m)
+bool usable(StackCore& stack, const clc::AcceptConfirm& m)
 {
     const auto* d = std::get_if<clc::SmcdAcceptConfirm>(&m.path);
     return d != nullptr && m.version >= clc::kVersion2 && d->chid == clc::kLoopbackChid &&
@@ -118,7 +118,7 @@ bool usable(SmcStack& stack, const clc::AcceptConfirm& m)
            d->dmbeSize <= maxSizeClass(Tech::SmcD);
 }
 
-Result<RemoteDmb> mapPeer(SmcStack& stack, const clc::SmcdAcceptConfirm& d, Deadline deadline)
+Result<RemoteDmb> mapPeer(StackCore& stack, const clc::SmcdAcceptConfirm& d, Deadline deadline)
 {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -151,7 +151,7 @@ clc::Hostname hostname()
     return clc::makeHostname(name);
 }
 
-Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& options)
+Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
     std::optional<clc::Ipv4Address> local;
@@ -216,7 +216,7 @@ void OwnDmb::reset() noexcept
     (void)stack_->pool().release(rmb);
 }
 
-Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& options)
+Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
     Result<bool> clc = startsWithClc(fd, deadline);
@@ -267,7 +267,7 @@ Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& opt
     return ServerStep(std::move(pending));
 }
 
-Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
+Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
                              const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
@@ -294,7 +294,7 @@ namespace
 {
 
 // Whether the first contact `parked` waits for ended by its `until`.
-bool awaitFirstContact(SmcStack& stack, const SmcrParked& parked)
+bool awaitFirstContact(StackCore& stack, const SmcrParked& parked)
 {
     auto ended = std::make_shared<std::promise<void>>();
     std::future<void> done = ended->get_future();
@@ -304,7 +304,7 @@ bool awaitFirstContact(SmcStack& stack, const SmcrParked& parked)
 }
 
 // The blocking handshake from `step` on: each wait on this thread.
-Result<Outcome> waitOut(SmcStack& stack, int fd, Result<ServerStep> step,
+Result<Outcome> waitOut(StackCore& stack, int fd, Result<ServerStep> step,
                         const SocketOptions& options)
 {
     if (!step)
@@ -323,7 +323,7 @@ Result<Outcome> waitOut(SmcStack& stack, int fd, Result<ServerStep> step,
 
 } // namespace
 
-Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options)
+Result<Outcome> serverHandshake(StackCore& stack, int fd, const SocketOptions& options)
 {
     return waitOut(stack, fd, serverBegin(stack, fd, options), options);
 }

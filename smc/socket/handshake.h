@@ -14,8 +14,8 @@
 #include "smc/core/link_group.h"
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/internal/first_contacts.h"
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/setup.h"
-#include "smc/socket/stack.h"
 #include "smc/socket/tcp.h"
 
 namespace smc::net
@@ -36,7 +36,7 @@ clc::Proposal smcdProposal(const IsmGid& gid, const clc::Eid& ueid);
 // CONFIRM_LINK (up to the group's timeouts.firstLink, Linux's 4 s; failing: DECLINE TimeoutCl after
 // a 1 s look for the server's DECLINE). Declines: NoSmcrDev (SmcR without a device), CnfErr (no
 // IPv4 prefix), Mem (no buffer, no group), ErrRdyLnk (the link), ErrRtok (the server's rtoken).
-Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& options);
+Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& options);
 
 // The server's side after accept. A peer that sends no CLC (nothing within the timeout, or
 // bytes that are not CLC) is a Fallback with PeerNoSmc and nothing of its stream consumed:
@@ -58,7 +58,7 @@ Result<Outcome> clientHandshake(SmcStack& stack, int fd, const SocketOptions& op
 // CONFIRM_RKEY), ErrRtok (the client's rtoken on first contact), ErrRdyLnk. A joining client's
 // DECLINE out of sync makes the group ask its peer over its links (LinkGroup::probeLinks): it ends
 // if they do not answer.
-Result<Outcome> serverHandshake(SmcStack& stack, int fd, const SocketOptions& options);
+Result<Outcome> serverHandshake(StackCore& stack, int fd, const SocketOptions& options);
 
 // An SMC-D server handshake between our ACCEPT and the client's CONFIRM: our RMB, granted to
 // the client. Dropped unfinished, it gives the RMB back (revoked, to the pool).
@@ -91,7 +91,7 @@ struct SmcrPending {
 };
 
 // An SMC-R server handshake after the PROPOSAL, parked while another first contact with the
-// same peer is under way (SmcStack::Smcr::firstContacts).
+// same peer is under way (StackCore::Smcr::firstContacts).
 struct SmcrParked {
     clc::Proposal proposal;
     clc::Choice choice;
@@ -108,19 +108,19 @@ struct SmcrParked {
 // past its `until`). serverFinish reads the CONFIRM (up to options.clcTimeout) and completes.
 // Errors: serverHandshake's.
 using ServerStep = std::variant<Outcome, SmcdPending, SmcrPending, SmcrParked>;
-Result<ServerStep> serverBegin(SmcStack& stack, int fd, const SocketOptions& options);
-Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcdPending pending,
+Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options);
+Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
                              const SocketOptions& options);
-Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending pending,
+Result<Outcome> serverFinish(StackCore& stack, int fd, SmcrPending pending,
                              const SocketOptions& options);
 // SMC-R's step from its request on (serverBegin takes it there too): up to our ACCEPT
 // (SmcrPending), parked again if another first contact with the peer is under way, or the
 // Outcome. Blocks for a join's CONFIRM_RKEY (with more than one link) and up to
 // options.clcTimeout for the ACCEPT's write, never for the peer's next message.
-Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked parked,
+Result<ServerStep> serverResume(StackCore& stack, int fd, SmcrParked parked,
                                 const SocketOptions& options);
 // A parked handshake waited long enough: DECLINE PeerNoSmc, and TCP.
-Result<Outcome> serverGiveUp(SmcStack& stack, int fd, const SmcrParked& parked,
+Result<Outcome> serverGiveUp(StackCore& stack, int fd, const SmcrParked& parked,
                              const SocketOptions& options);
 // The step that is a whole handshake's end.
 Result<ServerStep> lift(Result<Outcome> outcome);

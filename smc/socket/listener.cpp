@@ -260,9 +260,10 @@ Listener& Listener::operator=(Listener&& other) noexcept
     return *this;
 }
 
-Result<Listener> Listener::listen(SmcStack& stack, std::string_view host, std::uint16_t port,
+Result<Listener> Listener::listen(SmcStack& handle, std::string_view host, std::uint16_t port,
                                   const SocketOptions& options)
 {
+    StackCore& stack = coreOf(handle);
     Result<net::SocketAddress> at = net::resolve(host, port, true);
     if (!at)
         return at.error();

@@ -12,7 +12,7 @@
 #include "smc/clc/clc_messages.h"
 #include "smc/core/link_group.h"
 #include "smc/ism/shm_ism.h"
-#include "smc/socket/stack.h"
+#include "smc/socket/internal/stack_core.h"
 
 namespace smc::net
 {
@@ -24,7 +24,7 @@ class OwnDmb
 {
 public:
     OwnDmb() = default;
-    OwnDmb(SmcStack& stack, BufferRef rmb) noexcept : stack_(&stack), rmb_(std::move(rmb)) {}
+    OwnDmb(StackCore& stack, BufferRef rmb) noexcept : stack_(&stack), rmb_(std::move(rmb)) {}
     OwnDmb(OwnDmb&& other) noexcept : stack_(other.stack_), rmb_(std::exchange(other.rmb_, {})) {}
     OwnDmb& operator=(OwnDmb&& other) noexcept
     {
@@ -43,7 +43,7 @@ public:
     void reset() noexcept;
 
 private:
-    SmcStack* stack_ = nullptr;
+    StackCore* stack_ = nullptr;
     BufferRef rmb_;
 };
 

@@ -38,7 +38,7 @@ long futex(std::byte* head, int op, std::uint32_t value, const timespec* timeout
 
 } // namespace
 
-Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, SmcdSetup setup,
+Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(StackCore& stack, SmcdSetup setup,
                                                                std::chrono::microseconds busyPoll,
                                                                std::size_t autocorkBytes)
 {
@@ -51,7 +51,7 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(SmcStack& stack, 
         new SmcdConnection(stack, std::move(setup), *stream, busyPoll, autocorkBytes));
 }
 
-SmcdConnection::SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
+SmcdConnection::SmcdConnection(StackCore& stack, SmcdSetup setup, cdc::CdcStream stream,
                                std::chrono::microseconds busyPoll, std::size_t autocorkBytes)
     : CdcConnection(stream, autocorkBytes), stack_(stack), setup_(std::move(setup)),
       busyPoll_(busyPoll)

@@ -31,7 +31,7 @@ public:
     // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
     // `autocorkBytes`: SocketOptions::autocorkBytes.
     // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
-    static Result<std::unique_ptr<SmcdConnection>> create(SmcStack& stack, SmcdSetup setup,
+    static Result<std::unique_ptr<SmcdConnection>> create(StackCore& stack, SmcdSetup setup,
                                                           std::chrono::microseconds busyPoll,
                                                           std::size_t autocorkBytes);
     // Closes if still open: our DMB is revoked and goes back to the pool, the peer's mapping
@@ -45,7 +45,7 @@ public:
     void drainEvents() noexcept override;
 
 private:
-    SmcdConnection(SmcStack& stack, SmcdSetup setup, cdc::CdcStream stream,
+    SmcdConnection(StackCore& stack, SmcdSetup setup, cdc::CdcStream stream,
                    std::chrono::microseconds busyPoll, std::size_t autocorkBytes);
     const OwnDmb& ownDmb() const noexcept { return setup_.rmb; }
     std::byte* ownHead() const noexcept { return ownDmb()->data(); }
@@ -70,7 +70,7 @@ private:
 
     void ringPeer() noexcept;
 
-    SmcStack& stack_;
+    StackCore& stack_;
     SmcdSetup setup_; // our DMB and the peer's mapping
     const std::chrono::microseconds busyPoll_;
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;

@@ -26,7 +26,7 @@ namespace
 constexpr auto kDeclineProbe = 1000ms; // Linux CLC_WAIT_TIME_SHORT
 } // namespace
 
-Result<Outcome> decline(SmcStack& stack, int fd, DeclineCode reason, std::uint8_t version,
+Result<Outcome> decline(StackCore& stack, int fd, DeclineCode reason, std::uint8_t version,
                         const SocketOptions& options)
 {
     return sendDecline(fd, reason, version, stack.smcr()->systemId,
@@ -38,7 +38,7 @@ std::error_code hard(std::error_code e)
     return e.category() == clcCategory() ? std::make_error_code(std::errc::protocol_error) : e;
 }
 
-Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std::uint8_t version,
+Result<Outcome> firstLinkFailed(StackCore& stack, int fd, std::error_code e, std::uint8_t version,
                                 const SocketOptions& options)
 {
     Result<clc::Message> m = readClc(fd, deadlineAfter(kDeclineProbe));
@@ -54,7 +54,7 @@ Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std:
                    version, options);
 }
 
-NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer, GroupTerms terms,
+NewGroup newGroup(StackCore::Smcr& smcr, Role role, const SystemId& peer, GroupTerms terms,
                   const SocketOptions& options, DeclineCode noLink,
                   const std::function<Result<NewLink>()>& makeLink)
 {
@@ -95,7 +95,7 @@ std::size_t maxMessage(const std::optional<V2Terms>& v2)
     return maxLinkMessage(v2 ? clc::kVersion2 : clc::kVersion1);
 }
 
-clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
+clc::AcceptConfirm ours(StackCore& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
                         bool firstContact, std::uint8_t mtu, const std::optional<V2Terms>& v2)
 {
     const ConnectionPtr& conn = hs.connection();
@@ -129,7 +129,7 @@ namespace
 
 // The client's v2 terms from a first-contact ACCEPT, or why it declines (Linux
 // smc_connect_rdma_v2_prepare, smc_clc_clnt_v2x_features_validate), within what we proposed.
-std::variant<V2Terms, DeclineCode> clientTerms(const SmcStack::Smcr& smcr,
+std::variant<V2Terms, DeclineCode> clientTerms(const StackCore::Smcr& smcr,
                                                const clc::Accept& accept)
 {
     const clc::FirstContactExt& f = accept.fce;
@@ -183,7 +183,7 @@ struct Reuse {
     std::uint8_t linkId = 0;
     bool knownPeer = false; // some group with that system id
 };
-Reuse findClientGroup(SmcStack::Smcr& smcr, const clc::SmcrAcceptConfirm& a,
+Reuse findClientGroup(StackCore::Smcr& smcr, const clc::SmcrAcceptConfirm& a,
                       std::uint8_t llcVersion)
 {
     Reuse r;
@@ -230,9 +230,9 @@ std::optional<clc::Ipv4Address> localIpv4(int fd)
     return out;
 }
 
-void offerSmcr(SmcStack& stack, const clc::Ipv4Address& local, clc::Proposal& p)
+void offerSmcr(StackCore& stack, const clc::Ipv4Address& local, clc::Proposal& p)
 {
-    const SmcStack::Smcr& smcr = *stack.smcr();
+    const StackCore::Smcr& smcr = *stack.smcr();
     p.typeV1 = p.typeV1 == clc::SmcType::SmcD ? clc::SmcType::Both : clc::SmcType::SmcR;
     p.systemId = smcr.systemId;
     p.gid = smcr.gid;
@@ -247,9 +247,9 @@ void offerSmcr(SmcStack& stack, const clc::Ipv4Address& local, clc::Proposal& p)
     }
 }
 
-void offerSmcrV2(SmcStack& stack, clc::Proposal& p)
+void offerSmcrV2(StackCore& stack, clc::Proposal& p)
 {
-    const SmcStack::Smcr& smcr = *stack.smcr();
+    const StackCore::Smcr& smcr = *stack.smcr();
     if (!smcr.offerV2 || !clc::ipv4OfGid(smcr.gid))
         return;
     p.version = clc::kVersion2;
@@ -262,10 +262,10 @@ void offerSmcrV2(SmcStack& stack, clc::Proposal& p)
     p.v2.featureMask = clc::kFeatureEmulatedIsm;
 }
 
-Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
+Result<Outcome> smcrClient(StackCore& stack, int fd, const clc::Accept& accept,
                            const SocketOptions& options)
 {
-    SmcStack::Smcr& smcr = *stack.smcr();
+    StackCore::Smcr& smcr = *stack.smcr();
     const std::uint8_t version = accept.version;
     if (!usableSmcr(accept))
         return decline(stack, fd, DeclineCode::ErrRtok, version, options);

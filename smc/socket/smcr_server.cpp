@@ -17,7 +17,7 @@ namespace
 
 // The server's v2 terms for `choice` (Linux smc_clc_fill_fce_v2x): a direct route, as
 // negotiate() takes no other; the limits of release 1, the smaller of theirs and ours.
-V2Terms serverTerms(const SmcStack::Smcr& smcr, const clc::Proposal& p, const clc::Choice& choice)
+V2Terms serverTerms(const StackCore::Smcr& smcr, const clc::Proposal& p, const clc::Choice& choice)
 {
     V2Terms t;
     t.eid = choice.eid;
@@ -76,10 +76,10 @@ SmcrParked smcrRequest(clc::Proposal proposal, const clc::Choice& choice, std::u
     return r;
 }
 
-Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked request,
+Result<ServerStep> serverResume(StackCore& stack, int fd, SmcrParked request,
                                 const SocketOptions& options)
 {
-    SmcStack::Smcr& smcr = *stack.smcr();
+    StackCore::Smcr& smcr = *stack.smcr();
     const clc::Proposal& proposal = request.proposal;
     std::optional<V2Terms> v2;
     if (request.choice.version >= clc::kVersion2)
@@ -149,7 +149,7 @@ Result<ServerStep> serverResume(SmcStack& stack, int fd, SmcrParked request,
     return ServerStep(std::move(p));
 }
 
-Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending p, const SocketOptions& options)
+Result<Outcome> serverFinish(StackCore& stack, int fd, SmcrPending p, const SocketOptions& options)
 {
     const std::uint8_t version = p.version;
     Result<clc::Message> answer = readClc(fd, deadlineAfter(options.clcTimeout));
@@ -198,7 +198,7 @@ Result<Outcome> serverFinish(SmcStack& stack, int fd, SmcrPending p, const Socke
                              classBytes(r.rmbeSize), p.first});
 }
 
-Result<Outcome> serverGiveUp(SmcStack& stack, int fd, const SmcrParked& request,
+Result<Outcome> serverGiveUp(StackCore& stack, int fd, const SmcrParked& request,
                              const SocketOptions& options)
 {
     return decline(stack, fd, DeclineCode::PeerNoSmc, request.version, options);

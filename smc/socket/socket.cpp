@@ -14,7 +14,7 @@ namespace smc
 using net::Clock;
 using net::Deadline;
 
-SocketImpl::SocketImpl(SmcStack& stack, UniqueFd tcp, bool server, const SocketOptions& options,
+SocketImpl::SocketImpl(StackCore& stack, UniqueFd tcp, bool server, const SocketOptions& options,
                        std::optional<clc::DeclineCode> fallback, bool skipPeerClc)
     : stack_(stack), tcp_(std::move(tcp)), server_(server), options_(options), fallback_(fallback),
       path_(std::make_unique<net::TcpPath>(tcp_.get(), skipPeerClc))
@@ -201,7 +201,7 @@ ConnectionInfo SocketImpl::info() const
     return i;
 }
 
-Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
+Result<std::shared_ptr<SocketImpl>> establish(StackCore& stack, UniqueFd tcp, bool server,
                                               const SocketOptions& options)
 {
     if (options.mode == Mode::Tcp) {
@@ -216,7 +216,7 @@ Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, boo
     return connectionOf(stack, std::move(tcp), server, options, std::move(outcome));
 }
 
-Result<std::shared_ptr<SocketImpl>> connectionOf(SmcStack& stack, UniqueFd tcp, bool server,
+Result<std::shared_ptr<SocketImpl>> connectionOf(StackCore& stack, UniqueFd tcp, bool server,
                                                  const SocketOptions& options,
                                                  Result<net::Outcome> outcome)
 {
@@ -275,9 +275,10 @@ Socket& Socket::operator=(Socket&& other) noexcept
 }
 Socket::Socket(std::shared_ptr<SocketImpl> impl) noexcept : impl_(std::move(impl)) {}
 
-Result<Socket> Socket::connect(SmcStack& stack, std::string_view host, std::uint16_t port,
+Result<Socket> Socket::connect(SmcStack& handle, std::string_view host, std::uint16_t port,
                                const SocketOptions& options)
 {
+    StackCore& stack = coreOf(handle);
     Result<net::SocketAddress> to = net::resolve(host, port, false);
     if (!to)
         return to.error();

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "base/result.h"
-#include "smc/clc/clc_messages.h"
+#include "smc/clc/decline_code.h"
 #include "smc/socket/stack.h"
 
 namespace smc

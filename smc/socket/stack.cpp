@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SmcStack: the process's loopback-ism device, SMC-D pool, statistics and connection list.
+// SmcStack and its StackCore: the loopback-ism device, SMC-D pool, statistics, connections.
 #include "smc/socket/stack.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/internal/socket_impl.h"
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/tcp_option.h"
 #include "smc/transport/rc_channel.h"
@@ -61,15 +62,15 @@ Result<int> gidIndex(const rdma::Context& ctx, std::uint8_t port, const Gid& gid
 } // namespace
 
 // The SMC-R device: a provider (ours or injected), what CLC says of it, the groups.
-Result<void> SmcStack::openSmcr(const SmcrConfig& c)
+Result<void> StackCore::openSmcr(const SmcrConfig& c, LinkProvider* provider)
 {
     auto smcr = std::make_unique<Smcr>();
     smcr->gid = c.gid;
     smcr->mac = c.mac;
-    if (c.provider != nullptr) {
+    if (provider != nullptr) {
         if (c.gid == Gid{})
             return std::make_error_code(std::errc::invalid_argument);
-        smcr->provider = c.provider;
+        smcr->provider = provider;
     } else if (!c.device.empty()) {
         Result<rdma::Context> ctx = rdma::Context::open(c.device);
         if (!ctx)
@@ -104,27 +105,30 @@ Result<void> SmcStack::openSmcr(const SmcrConfig& c)
     }
     smcr->systemId = c.systemId ? *c.systemId : makeSystemId();
     smcr->offerV2 = c.offerV2;
-    LinkGroupConfig groups = c.groups;
+    LinkGroupConfig groups;
+    groups.maxConns = c.groups.maxConns;
+    groups.maxLinks = c.groups.maxLinks;
+    groups.timeouts = c.groups.timeouts;
+    groups.idleFree = c.groups.idleFree;
     groups.pool.tech = Tech::SmcR;
-    if (groups.executor == nullptr)
-        groups.executor = &executor_;
+    groups.executor = &executor_;
     smcr->groups = std::make_unique<LinkGroupManager>(groups, *smcr->provider);
     smcr_ = std::move(smcr);
     return {};
 }
 
-SmcStack::SmcStack(StackConfig config, Executor& executor, clc::Eid ueid)
+StackCore::StackCore(StackConfig config, Executor& executor, clc::Eid ueid)
     : config_(std::move(config)), executor_(executor), ueid_(ueid)
 {
 }
 
-Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
+Result<std::unique_ptr<SmcStack>> makeStack(StackConfig config, const StackHooks& hooks)
 {
     const std::optional<clc::Eid> ueid = clc::makeEid(config.ueid);
     if (!ueid || config.handshakeThreads == 0)
         return std::make_error_code(std::errc::invalid_argument);
-    Executor& executor = config.executor ? *config.executor : Executor::shared();
-    std::unique_ptr<SmcStack> stack(new SmcStack(config, executor, *ueid));
+    Executor& executor = hooks.executor ? *hooks.executor : Executor::shared();
+    std::unique_ptr<StackCore> stack(new StackCore(config, executor, *ueid));
     // Only blocking threads: a handshake waits for its peer's CLC.
     stack->handshakes_ = std::make_unique<Executor>(
         Executor::Config{.threads = 0, .maxBlocking = config.handshakeThreads});
@@ -143,12 +147,12 @@ Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
         return made.error();
     stack->pool_ = std::move(*made);
     if (config.poolTrimInterval.count() > 0) {
-        SmcStack* s = stack.get();
+        StackCore* s = stack.get();
         stack->trimTimer_ = std::make_unique<PeriodicTimer>(executor, config.poolTrimInterval,
                                                             [s] { s->trimPool(); });
     }
     if (config.smcr)
-        if (Result<void> r = stack->openSmcr(*config.smcr); !r)
+        if (Result<void> r = stack->openSmcr(*config.smcr, hooks.provider); !r)
             return r.error();
     // Linux peers need the option; only a real RDMA device reaches them.
     stack->tcpOptionError_ = std::make_error_code(std::errc::function_not_supported);
@@ -158,10 +162,10 @@ Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
             stack->tcpOption_ = std::move(*option);
         stack->tcpOptionError_ = option ? std::error_code() : option.error();
     }
-    return stack;
+    return std::unique_ptr<SmcStack>(new SmcStack(std::move(stack)));
 }
 
-SmcStack::~SmcStack()
+StackCore::~StackCore()
 {
     trimTimer_.reset();
     handshakes_.reset(); // a running handshake still uses the rest
@@ -173,7 +177,7 @@ SmcStack::~SmcStack()
 }
 
 // Keeps free what the last interval leased (at least the configured floor), frees the rest.
-void SmcStack::trimPool() noexcept
+void StackCore::trimPool() noexcept
 {
     const PoolStats s = pool_->stats();
     std::size_t leased = 0;
@@ -185,18 +189,18 @@ void SmcStack::trimPool() noexcept
     (void)pool_->trim(std::max(leased, config_.poolKeepFreeBytes));
 }
 
-StackStats SmcStack::stats() const
+StackStats StackCore::stats() const
 {
     MutexLocker lock(mutex_);
     return stats_;
 }
 
-PoolStats SmcStack::poolStats() const
+PoolStats StackCore::poolStats() const
 {
     return pool_->stats();
 }
 
-std::vector<ConnectionInfo> SmcStack::connections() const
+std::vector<ConnectionInfo> StackCore::connections() const
 {
     std::vector<std::shared_ptr<SocketImpl>> live;
     {
@@ -212,12 +216,12 @@ std::vector<ConnectionInfo> SmcStack::connections() const
     return out;
 }
 
-const net::SocketMarker* SmcStack::tcpOption() const noexcept
+const net::SocketMarker* StackCore::tcpOption() const noexcept
 {
     return tcpOption_.get();
 }
 
-std::vector<LinkInfo> SmcStack::smcrLinks() const
+std::vector<LinkInfo> StackCore::smcrLinks() const
 {
     std::vector<LinkInfo> out;
     if (smcr_)
@@ -226,7 +230,7 @@ std::vector<LinkInfo> SmcStack::smcrLinks() const
     return out;
 }
 
-void SmcStack::markServerRmb(std::uint64_t dmbToken, bool server)
+void StackCore::markServerRmb(std::uint64_t dmbToken, bool server)
 {
     MutexLocker lock(mutex_);
     if (server)
@@ -235,55 +239,96 @@ void SmcStack::markServerRmb(std::uint64_t dmbToken, bool server)
         serverRmbs_.erase(dmbToken);
 }
 
-bool SmcStack::isServerRmb(std::uint64_t dmbToken) const
+bool StackCore::isServerRmb(std::uint64_t dmbToken) const
 {
     MutexLocker lock(mutex_);
     return serverRmbs_.contains(dmbToken);
 }
 
-void SmcStack::countSmcd(bool server) noexcept
+void StackCore::countSmcd(bool server) noexcept
 {
     MutexLocker lock(mutex_);
     ++(server ? stats_.smcdServer : stats_.smcdClient);
 }
 
-void SmcStack::countSmcr(bool server) noexcept
+void StackCore::countSmcr(bool server) noexcept
 {
     MutexLocker lock(mutex_);
     ++(server ? stats_.smcrServer : stats_.smcrClient);
 }
 
-void SmcStack::countTcpForced() noexcept
+void StackCore::countTcpForced() noexcept
 {
     MutexLocker lock(mutex_);
     ++stats_.tcpForced;
 }
 
-void SmcStack::countFallback(bool server, clc::DeclineCode reason)
+void StackCore::countFallback(bool server, clc::DeclineCode reason)
 {
     MutexLocker lock(mutex_);
     ++(server ? stats_.serverFallbacks : stats_.clientFallbacks)[reason];
 }
 
-void SmcStack::countHandshakeError() noexcept
+void StackCore::countHandshakeError() noexcept
 {
     MutexLocker lock(mutex_);
     ++stats_.handshakeErrors;
 }
 
-void SmcStack::countHandshakeLimited() noexcept
+void StackCore::countHandshakeLimited() noexcept
 {
     MutexLocker lock(mutex_);
     ++stats_.handshakesLimited;
 }
 
-void SmcStack::enroll(const std::shared_ptr<SocketImpl>& socket)
+void StackCore::enroll(const std::shared_ptr<SocketImpl>& socket)
 {
     MutexLocker lock(mutex_);
     // Forget the dead now and then, so the list stays as long as the live connections.
     if (sockets_.size() >= 64 && sockets_.size() % 64 == 0)
         std::erase_if(sockets_, [](const std::weak_ptr<SocketImpl>& w) { return w.expired(); });
     sockets_.push_back(socket);
+}
+
+// --- The public handle -----------------------------------------------------------------
+
+SmcStack::SmcStack(std::unique_ptr<StackCore> core) noexcept : core_(std::move(core)) {}
+
+SmcStack::~SmcStack() = default;
+
+Result<std::unique_ptr<SmcStack>> SmcStack::create(StackConfig config)
+{
+    return makeStack(std::move(config), {});
+}
+
+StackCore& coreOf(SmcStack& stack) noexcept
+{
+    return *stack.core_;
+}
+
+StackStats SmcStack::stats() const
+{
+    return core_->stats();
+}
+
+PoolStats SmcStack::poolStats() const
+{
+    return core_->poolStats();
+}
+
+std::vector<ConnectionInfo> SmcStack::connections() const
+{
+    return core_->connections();
+}
+
+std::vector<LinkInfo> SmcStack::smcrLinks() const
+{
+    return core_->smcrLinks();
+}
+
+std::error_code SmcStack::tcpOptionError() const noexcept
+{
+    return core_->tcpOptionError();
 }
 
 } // namespace smc

@@ -3,35 +3,31 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
+#include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
-#include "base/executor.h"
-#include "base/mutex.h"
 #include "base/result.h"
-#include "pool/buffer_pool.h"
+#include "base/wire_ids.h"
+#include "pool/lock_policy.h"
+#include "pool/stats.h"
 #include "rdma/link_config.h"
-#include "smc/clc/clc_messages.h"
-#include "smc/core/link_group_manager.h"
-#include "smc/socket/socket_marker.h"
+#include "smc/clc/decline_code.h"
+#include "smc/llc/link_info.h"
+#include "smc/llc/llc_timeouts.h"
 
 namespace smc
 {
 
-class ShmIsm;
-class IsmRegistrar;
-class SocketImpl;
-namespace net
-{
-class SmcTcpOption;
-}
+class StackCore;
+struct StackHooks;
 
 // What a socket tries when it connects or accepts.
 enum class Mode : std::uint8_t {
@@ -104,7 +100,7 @@ struct RecvView {
 
 // The stack's SMC-R device: what makes links, and what CLC announces of it.
 struct SmcrConfig {
-    // An ibverbs device the stack opens (RdmaLinkProvider), or "" with `provider` set.
+    // The ibverbs device the stack opens for its links.
     std::string device;
     // More devices (their port `link.port`) whose GIDs give the groups alternate paths, as
     // Linux takes further RNICs of the same pnetid: a symmetric second link, which carries
@@ -112,16 +108,22 @@ struct SmcrConfig {
     // comes back up.
     std::vector<std::string> alternates;
     rdma::LinkConfig link; // for `device` and `alternates`
-    // Injected instead (tests: InprocFabric); not owned, must outlive the stack.
-    LinkProvider* provider = nullptr;
     // Our RoCE GID and MAC as the PROPOSAL announces them; a zero GID: the device's RoCE v2
-    // IPv4-mapped one (`device` only). A zero MAC with `device`: that GID's netdev's.
+    // IPv4-mapped one. A zero MAC: that GID's netdev's.
     Gid gid{};
     Mac mac{};
     // Unset: 8 random bytes per stack (not Linux's MAC-based id: processes share a MAC).
     std::optional<SystemId> systemId;
-    // Limits and timeouts of new link groups (role, peer and pool tech are the stack's).
-    LinkGroupConfig groups;
+    // New link groups: their limits (as Linux's, and agreed with the peer in CONFIRM_LINK),
+    // their LLC timeouts, and how long one without connections lives.
+    struct Groups {
+        unsigned maxConns = 255; // Linux 16..255
+        unsigned maxLinks = 2;   // symmetric links wanted (Linux 1..2)
+        LlcTimeouts timeouts;
+        // 0: Linux's delay for the role, 600 s for a server and 610 s for a client, so the
+        // server ends a shared idle group first.
+        std::chrono::milliseconds idleFree{0};
+    } groups;
     // Clients offer SMC-Rv2 as well as v1, as Linux does with a UEID (servers take v2 from
     // any peer whose RoCE v2 IPv4 GID is in a local subnet, and before v1). Linux servers on
     // RoCE v2-only devices such as rxe take nothing else. Off: v1 only.
@@ -139,7 +141,6 @@ struct StackConfig {
     // does not leave its buffers behind for good. 0: never.
     std::chrono::milliseconds poolTrimInterval{10'000};
     std::size_t poolKeepFreeBytes = 256 * 1024;
-    Executor* executor = nullptr; // null: Executor::shared()
     // The handshake pool's threads at most (server CLC handshakes, which wait for the peer);
     // a listener's accept never runs on it (SocketOptions::sharedAcceptQueue aside).
     unsigned handshakeThreads = 16;
@@ -191,82 +192,43 @@ struct ConnectionInfo {
     std::uint64_t bytesReceived = 0;
 };
 
+// A process's SMC: its loopback-ism device and SMC-D buffer pool, its SMC-R device and link
+// groups if configured, the handshake threads, statistics and the list of its connections.
+// Sockets and listeners are made with one (Socket::connect, Listener::listen). Thread-safe.
 class SmcStack
 {
 public:
     // Opens the cross-process loopback-ism device and the SMC-D buffer pool, and the SMC-R
-    // device if configured. Errors: invalid_argument (a bad UEID, an SMC-R config with
-    // neither device nor provider, or a zero GID with a provider), address_not_available (a
-    // device without a RoCE v2 IPv4 GID, or without the GID given), no_such_device (its GID
-    // has no netdev for the MAC), the device's (its Unix socket, the ibverbs device), the
-    // pool's. Does not block.
+    // device if configured. Errors: invalid_argument (a bad UEID, no handshake threads, an
+    // SMC-R config without a device), address_not_available (a device without a RoCE v2
+    // IPv4 GID, or without the GID given), no_such_device (its GID has no netdev for the
+    // MAC), the device's (its Unix socket, the ibverbs device), the pool's. Does not block.
     static Result<std::unique_ptr<SmcStack>> create(StackConfig config = {});
-    // Every Socket and Listener made with the stack must be gone first.
+    // Every Socket and Listener made with the stack must be gone first. Waits for running
+    // handshakes to end (each within its CLC timeout).
     ~SmcStack();
     SmcStack(const SmcStack&) = delete;
     SmcStack& operator=(const SmcStack&) = delete;
 
+    // None of these blocks beyond a short lock.
     StackStats stats() const;
-    PoolStats poolStats() const;
+    PoolStats poolStats() const; // the SMC-D buffer pool's
     // Every connection of the process made with this stack that is not closed yet.
     std::vector<ConnectionInfo> connections() const;
     // The links of every SMC-R link group of the stack (none without an SMC-R device), as
-    // `smcr linkgroup` lists them. Does not block beyond each group's lock.
+    // `smcr linkgroup` lists them.
     std::vector<LinkInfo> smcrLinks() const;
-
-    // For the socket layer.
-    Executor& executor() noexcept { return executor_; }
-    // Server handshakes run here (postBlocking), at most StackConfig::handshakeThreads at once.
-    Executor& handshakes() noexcept { return *handshakes_; }
-    ShmIsm& device() noexcept { return *device_; }
-    BufferPool& pool() noexcept { return *pool_; }
-    const clc::Eid& ueid() const noexcept { return ueid_; }
-    void countSmcd(bool server) noexcept;
-    void countSmcr(bool server) noexcept;
-    // SMC-R, when configured (else null): smc/socket/internal/stack_smcr.h.
-    struct Smcr;
-    Smcr* smcr() noexcept { return smcr_.get(); }
-    // SMC's TCP option for our sockets' handshakes, or null (tcpOptionError() says why:
-    // function_not_supported when not asked for, or without an SMC-R device; else
-    // SmcTcpOption::attach's error, operation_not_permitted without the privilege).
-    const net::SocketMarker* tcpOption() const noexcept;
-    std::error_code tcpOptionError() const noexcept { return tcpOptionError_; }
-    void countTcpForced() noexcept;
-    void countFallback(bool server, clc::DeclineCode reason);
-    void countHandshakeError() noexcept;
-    void countHandshakeLimited() noexcept;
-    void enroll(const std::shared_ptr<SocketImpl>& socket);
-    // The SMC-D RMBs of our server connections, from their grant until they go back to the
-    // pool: a CONFIRM that names one of them names no client's (a stranger claiming to be
-    // us would wire two of our connections to each other).
-    void markServerRmb(std::uint64_t dmbToken, bool server);
-    bool isServerRmb(std::uint64_t dmbToken) const;
+    // Why SMC's TCP option is not on our sockets' SYNs and SYN-ACKs: function_not_supported
+    // when not asked for, or without an SMC-R device; operation_not_permitted without the
+    // privilege; none when it is.
+    std::error_code tcpOptionError() const noexcept;
 
 private:
-    SmcStack(StackConfig config, Executor& executor, clc::Eid ueid);
-    Result<void> openSmcr(const SmcrConfig& config);
-    void trimPool() noexcept;
+    explicit SmcStack(std::unique_ptr<StackCore> core) noexcept;
+    friend StackCore& coreOf(SmcStack& stack) noexcept;
+    friend Result<std::unique_ptr<SmcStack>> makeStack(StackConfig config, const StackHooks& hooks);
 
-    StackConfig config_;
-    Executor& executor_;
-    clc::Eid ueid_;
-    std::unique_ptr<ShmIsm> device_;
-    std::unique_ptr<IsmRegistrar> registrar_;
-    std::unique_ptr<BufferPool> pool_;         // its DMBs live on device_: destroyed first
-    std::unique_ptr<PeriodicTimer> trimTimer_; // stopped before the pool goes
-    // Leases per size class at the last trim (the timer's ticks alone touch it).
-    std::array<std::uint64_t, kSizeClasses> leasesAtTrim_{};
-    std::unique_ptr<LinkProvider> ownProvider_;
-    std::unique_ptr<Smcr> smcr_; // its groups go before the provider
-    std::unique_ptr<net::SmcTcpOption> tcpOption_;
-    std::error_code tcpOptionError_;
-
-    mutable Mutex mutex_;
-    StackStats stats_ SMC_GUARDED_BY(mutex_);
-    // Last: its running handshakes finish (the destructor waits) while the rest is here.
-    std::unique_ptr<Executor> handshakes_;
-    std::vector<std::weak_ptr<SocketImpl>> sockets_ SMC_GUARDED_BY(mutex_);
-    std::set<std::uint64_t> serverRmbs_ SMC_GUARDED_BY(mutex_);
+    std::unique_ptr<StackCore> core_;
 };
 
 } // namespace smc

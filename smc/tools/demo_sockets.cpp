@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/smcss.h"
 #include "smc/socket/socket.h"
 #include "smc/testing/inproc_fabric.h"
@@ -28,17 +29,18 @@ Result<std::unique_ptr<SmcStack>> makeStack(const SocketDemo& demo, InprocFabric
                                             std::uint8_t id)
 {
     StackConfig config;
+    StackHooks hooks;
     if (demo.device == "inproc") {
         SmcrConfig r;
-        r.provider = fabric;
         r.gid = InprocFabric::clientGid();
         r.mac = {2, 0, 0, 0, 0, id};
         config.smcr = r;
+        hooks.provider = fabric;
     } else if (demo.device != "loopback-ism") {
         config.smcr = SmcrConfig{};
         config.smcr->device = demo.device;
     }
-    return SmcStack::create(config);
+    return makeStack(config, hooks);
 }
 
 bool exchange(Socket& from, Socket& to, std::size_t bytes)

@@ -253,7 +253,7 @@ int main(int argc, char** argv)
             std::fprintf(stderr, "smc-nc: %s\n", stack.error().message().c_str());
         return 1;
     }
-    if (verbose && config.smcr && config.smcTcpOption && (*stack)->tcpOption() == nullptr)
+    if (verbose && config.smcr && config.smcTcpOption && (*stack)->tcpOptionError())
         std::fprintf(stderr, "smc-nc: no SMC TCP option (%s): Linux peers will fall back\n",
                      (*stack)->tcpOptionError().message().c_str());
     std::optional<Listener> listener;

@@ -11,6 +11,7 @@
 
 #include "base/result.h"
 #include "base/wire_ids.h"
+#include "smc/transport/link_address.h"
 
 namespace smc
 {
@@ -24,14 +25,6 @@ constexpr std::size_t maxLinkMessage(std::uint8_t llcVersion) noexcept
 {
     return llcVersion >= 2 ? kLongMessages : kShortMessages;
 }
-// Where one end of a link is: what CLC and ADD_LINK carry.
-struct LinkAddress {
-    std::uint32_t qpn = 0;
-    std::uint32_t psn = 0; // 24 bits
-    Gid gid{};
-    Mac mac{};
-    std::uint8_t mtu = 3; // IB MTU enum (3 = 1024)
-};
 
 class LinkChannel
 {

@@ -15,6 +15,7 @@
 
 #include "smc/socket/handshake.h"
 #include "smc/socket/internal/smcr_handshake.h"
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/stack.h"
 #include "smc/socket/tcp.h"
 #include "smc/testing/inproc_fabric.h"
@@ -40,9 +41,10 @@ makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255,
 {
     StackConfig config;
     config.handshakeThreads = handshakeThreads;
+    StackHooks hooks;
     if (f != nullptr) {
+        hooks.provider = &f->fabric;
         SmcrConfig r;
-        r.provider = &f->fabric;
         r.gid = InprocFabric::clientGid(); // where client links start
         r.mac = {2, 0, 0, 0, id[0], id[7]};
         r.systemId = id;
@@ -53,7 +55,7 @@ makeStack(Fabric* f, const SystemId& id, unsigned maxConns = 255,
             r.groups.timeouts.firstLink = r.groups.timeouts.wait = llcWait;
         config.smcr = r;
     }
-    return std::move(SmcStack::create(config)).value();
+    return std::move(smc::makeStack(config, hooks)).value();
 }
 
 // A connected TCP pair on 127.0.0.1, both ends non-blocking.
@@ -90,9 +92,10 @@ inline Both handshake(SmcStack& serverStack, SmcStack& clientStack, const TcpPai
                       SocketOptions clientOptions = smcrOnly())
 {
     Both b;
-    std::thread t(
-        [&] { b.server = net::serverHandshake(serverStack, p.server.get(), serverOptions); });
-    b.client = net::clientHandshake(clientStack, p.client.get(), clientOptions);
+    std::thread t([&] {
+        b.server = net::serverHandshake(coreOf(serverStack), p.server.get(), serverOptions);
+    });
+    b.client = net::clientHandshake(coreOf(clientStack), p.client.get(), clientOptions);
     t.join();
     return b;
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "rdma/verbs.h"
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/socket.h"
 #include "tests/libtest/rdma_device.h"
@@ -71,8 +72,8 @@ TEST(RxeSmcrSocket, ALinkBrokenMidStreamLosesNothing)
     ASSERT_EQ(s->transport(), Transport::SmcR);
     std::fprintf(stderr, "connected over SMC-R\n");
 
-    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->groups().front();
-    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->groups().front();
+    std::shared_ptr<LinkGroup> sg = coreOf(*server).smcr()->groups->groups().front();
+    std::shared_ptr<LinkGroup> cg = coreOf(*client).smcr()->groups->groups().front();
     for (int i = 0; i < 3000 && (sg->activeLinks() < 2 || cg->activeLinks() < 2); ++i)
         std::this_thread::sleep_for(10ms);
     ASSERT_EQ(sg->activeLinks(), 2u) << "two GIDs on the device: a second, symmetric link";

@@ -16,6 +16,7 @@
 #include "smc/ism/shm_ism.h"
 #include "smc/socket/clc_io.h"
 #include "smc/socket/handshake.h"
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/tcp.h"
 #include "tests/libtest/link_groups.h"
@@ -194,7 +195,8 @@ TEST(ClcStranger, ConfirmsCannotWireTheServerToItself)
     SocketOptions o;
     o.clcTimeout = 10s;
     Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
-    const clc::Proposal p = net::smcdProposal(stack->device().localGid(), stack->ueid());
+    const clc::Proposal p =
+        net::smcdProposal(coreOf(*stack).device().localGid(), coreOf(*stack).ueid());
     std::array<UniqueFd, 2> raw;
     std::array<clc::Accept, 2> accepts;
     for (std::size_t i = 0; i < 2; ++i) {

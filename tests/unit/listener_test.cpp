@@ -131,7 +131,8 @@ TEST(Listener, StalledProposalsHoldNoHandshakeThread)
     o.clcTimeout = 2s;
     Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
     const std::vector<std::byte> proposal =
-        clc::encode(net::smcdProposal(client->device().localGid(), client->ueid())).value();
+        clc::encode(net::smcdProposal(coreOf(*client).device().localGid(), coreOf(*client).ueid()))
+            .value();
     std::vector<UniqueFd> stalled;
     for (int i = 0; i < 6; ++i) {
         stalled.push_back(silentClient(l.port()));

@@ -82,13 +82,13 @@ TEST(SmcrHandshake, MalformedConfirmIsAnErrorAndLeaksNoBuffer)
     for (const SystemId& id : {kClientId, SystemId{7, 7, 7, 7, 7, 7, 7, 7}}) {
         TcpPair p = tcpPair();
         auto result = std::async(std::launch::async, [&] {
-            return net::serverHandshake(*server, p.server.get(), smcrOnly());
+            return net::serverHandshake(coreOf(*server), p.server.get(), smcrOnly());
         });
         // The first proposes from the real client's device, so it joins.
-        ASSERT_TRUE(net::writeClc(
-            p.client.get(),
-            fakeProposal(p.client.get(), id, client->smcr()->gid, client->smcr()->mac),
-            net::deadlineAfter(5s)));
+        ASSERT_TRUE(net::writeClc(p.client.get(),
+                                  fakeProposal(p.client.get(), id, coreOf(*client).smcr()->gid,
+                                               coreOf(*client).smcr()->mac),
+                                  net::deadlineAfter(5s)));
         Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
         ASSERT_TRUE(accept) << accept.error().message();
         ASSERT_TRUE(std::holds_alternative<clc::Accept>(*accept));
@@ -101,8 +101,8 @@ TEST(SmcrHandshake, MalformedConfirmIsAnErrorAndLeaksNoBuffer)
     // The joined group is back to its one connection; the new one is gone with its buffers.
     EXPECT_EQ(group.connectionCount(), 1u);
     EXPECT_EQ(group.pool().stats().rmb.inUseBytes, inUse);
-    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().size() == 1; }));
-    EXPECT_EQ(&*server->smcr()->groups->groups().front(), &group);
+    EXPECT_TRUE(eventually([&] { return coreOf(*server).smcr()->groups->groups().size() == 1; }));
+    EXPECT_EQ(&*coreOf(*server).smcr()->groups->groups().front(), &group);
 }
 
 // A peer that proposes the real client's system id, GID and MAC joins its group and then
@@ -121,12 +121,12 @@ void outOfSyncClaim(bool silent)
 
     TcpPair p = tcpPair();
     auto result = std::async(std::launch::async, [&] {
-        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+        return net::serverHandshake(coreOf(*server), p.server.get(), smcrOnly());
     });
-    ASSERT_TRUE(net::writeClc(
-        p.client.get(),
-        fakeProposal(p.client.get(), kClientId, client->smcr()->gid, client->smcr()->mac),
-        net::deadlineAfter(5s)));
+    ASSERT_TRUE(net::writeClc(p.client.get(),
+                              fakeProposal(p.client.get(), kClientId, coreOf(*client).smcr()->gid,
+                                           coreOf(*client).smcr()->mac),
+                              net::deadlineAfter(5s)));
     Result<clc::Message> accept = net::readClc(p.client.get(), net::deadlineAfter(10s));
     ASSERT_TRUE(accept && std::holds_alternative<clc::Accept>(*accept));
     EXPECT_FALSE(std::get<clc::Accept>(*accept).firstContact); // a join of the real group
@@ -142,13 +142,13 @@ void outOfSyncClaim(bool silent)
     Result<net::Outcome> r = result.get();
     ASSERT_TRUE(r && std::holds_alternative<net::Fallback>(*r));
     if (silent) {
-        EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }))
+        EXPECT_TRUE(eventually([&] { return coreOf(*server).smcr()->groups->groups().empty(); }))
             << "a group whose peer is gone lives on";
         return;
     }
     std::this_thread::sleep_for(800ms); // the probe's wait (200 ms) is over
-    ASSERT_EQ(server->smcr()->groups->groups().size(), 1u) << "a stranger ended the group";
-    EXPECT_EQ(&*server->smcr()->groups->groups().front(), group.get());
+    ASSERT_EQ(coreOf(*server).smcr()->groups->groups().size(), 1u) << "a stranger ended the group";
+    EXPECT_EQ(&*coreOf(*server).smcr()->groups->groups().front(), group.get());
     EXPECT_GE(group->activeLinks(), 1u);
     EXPECT_EQ(group->connectionCount(), 1u); // the real connection, still there
 }
@@ -178,7 +178,7 @@ TEST(SmcrHandshake, SilentFirstContactsHoldUpNoOtherPeer)
         strangers.push_back(tcpPair());
         TcpPair& p = strangers.back();
         waiting.push_back(std::async(std::launch::async, [&, fd = p.server.get()] {
-            return net::serverHandshake(*server, fd, slow);
+            return net::serverHandshake(coreOf(*server), fd, slow);
         }));
         ASSERT_TRUE(net::writeClc(p.client.get(),
                                   fakeProposal(p.client.get(), SystemId{9, 9, 9, 9, 9, 9, 9, i}),
@@ -259,7 +259,7 @@ TEST(SmcrHandshake, SilentClientsHoldNoHandshakeThread)
         ASSERT_NO_FATAL_FAILURE(expectRoundTrip(*c, *s));
     }
     EXPECT_TRUE(eventually([&] { return server->stats().handshakeErrors == 3; }));
-    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().size() == 1; }));
+    EXPECT_TRUE(eventually([&] { return coreOf(*server).smcr()->groups->groups().size() == 1; }));
 }
 
 // A stranger that proposes a real client's identity as a first contact and stalls holds up
@@ -275,8 +275,8 @@ TEST(SmcrHandshake, AStrangerClaimingAPeerCostsItSmcNotItsConnections)
     o.clcTimeout = 6s;
     Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
     UniqueFd stranger = connectTo(l.port());
-    ASSERT_NO_FATAL_FAILURE(
-        proposeAndStall(stranger.get(), kClientId, client->smcr()->gid, client->smcr()->mac));
+    ASSERT_NO_FATAL_FAILURE(proposeAndStall(stranger.get(), kClientId, coreOf(*client).smcr()->gid,
+                                            coreOf(*client).smcr()->mac));
 
     SocketOptions quick = smcrOnly();
     quick.clcTimeout = 3s;
@@ -320,8 +320,8 @@ TEST(SmcrHandshake, ABurstFromANewPeerMakesOneGroup)
         ASSERT_TRUE(s) << s.error().message();
         EXPECT_EQ(s->transport(), Transport::SmcR) << i;
     }
-    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
-    EXPECT_EQ(client->smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*server).smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*client).smcr()->groups->groups().size(), 1u);
 }
 
 // A peer that opens TCP, proposes with a fresh system id and then drops (or sends a bad
@@ -336,7 +336,7 @@ TEST(SmcrHandshake, FailedFirstContactsLeaveNoGroupsBehind)
         const SystemId id = {0xa0, static_cast<std::uint8_t>(i), 0, 0, 0, 0, 0, 3};
         TcpPair p = tcpPair();
         auto result = std::async(std::launch::async, [&] {
-            return net::serverHandshake(*server, p.server.get(), smcrOnly());
+            return net::serverHandshake(coreOf(*server), p.server.get(), smcrOnly());
         });
         ASSERT_TRUE(net::writeClc(p.client.get(), fakeProposal(p.client.get(), id),
                                   net::deadlineAfter(5s)));
@@ -349,9 +349,9 @@ TEST(SmcrHandshake, FailedFirstContactsLeaveNoGroupsBehind)
             ASSERT_TRUE(net::writeAll(p.client.get(), garbageConfirm(), net::deadlineAfter(5s)));
         EXPECT_FALSE(result.get()) << i;
         // A new first contact releases the ended groups before it makes its own.
-        EXPECT_LE(server->smcr()->groups->groups().size(), 1u) << i;
+        EXPECT_LE(coreOf(*server).smcr()->groups->groups().size(), 1u) << i;
     }
-    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return coreOf(*server).smcr()->groups->groups().empty(); }));
     EXPECT_TRUE(eventually([&] { return f.serverReg.live() == 0; })) << f.serverReg.live();
 }
 
@@ -368,7 +368,7 @@ Result<net::Outcome> clientAgainst(SmcStack& client, Answer answer, Result<clc::
         if (after)
             *after = net::readClc(p.server.get(), net::deadlineAfter(2s));
     });
-    Result<net::Outcome> r = net::clientHandshake(client, p.client.get(), smcrOnly());
+    Result<net::Outcome> r = net::clientHandshake(coreOf(client), p.client.get(), smcrOnly());
     fake.join();
     return r;
 }
@@ -384,7 +384,7 @@ TEST(SmcrHandshake, MalformedAcceptIsAnError)
         nullptr);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::protocol_error);
-    EXPECT_TRUE(client->smcr()->groups->groups().empty());
+    EXPECT_TRUE(coreOf(*client).smcr()->groups->groups().empty());
 }
 
 TEST(SmcrHandshake, ReuseOfAnUnknownGroupIsSyncErr)
@@ -464,7 +464,7 @@ TEST(SmcrHandshake, NoConfirmLinkIsTimeoutClAndAFallback)
     ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
     EXPECT_EQ(std::get<clc::Decline>(*declined).diagnosis, clc::DeclineCode::TimeoutCl);
     // The ended group is released with its link and buffers.
-    EXPECT_TRUE(eventually([&] { return client->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return coreOf(*client).smcr()->groups->groups().empty(); }));
     EXPECT_TRUE(eventually([&] { return f.clientReg.live() == 0; })) << f.clientReg.live();
 }
 
@@ -475,7 +475,7 @@ TEST(SmcrHandshake, NoConfirmLinkAnswerIsTimeoutClOnTheServer)
     auto server = makeStack(&f, kServerId, 255, 200ms);
     TcpPair p = tcpPair();
     auto result = std::async(std::launch::async, [&] {
-        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+        return net::serverHandshake(coreOf(*server), p.server.get(), smcrOnly());
     });
     ASSERT_TRUE(net::writeClc(p.client.get(), fakeProposal(p.client.get(), kClientId),
                               net::deadlineAfter(5s)));
@@ -496,7 +496,7 @@ TEST(SmcrHandshake, NoConfirmLinkAnswerIsTimeoutClOnTheServer)
     EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::TimeoutCl);
     ASSERT_TRUE(declined && std::holds_alternative<clc::Decline>(*declined));
     EXPECT_EQ(std::get<clc::Decline>(*declined).diagnosis, clc::DeclineCode::TimeoutCl);
-    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return coreOf(*server).smcr()->groups->groups().empty(); }));
     EXPECT_TRUE(eventually([&] { return f.serverReg.live() == 0; })) << f.serverReg.live();
     expectBytesBothWays(p.client.get(), p.server.get());
 }
@@ -526,7 +526,7 @@ TEST(SmcrHandshake, TheProposalOfLinux612FromAnotherSubnetIsNoRoute)
     auto server = makeStack(&f, kServerId);
     TcpPair p = tcpPair();
     auto result = std::async(std::launch::async, [&] {
-        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+        return net::serverHandshake(coreOf(*server), p.server.get(), smcrOnly());
     });
     ASSERT_TRUE(net::writeAll(p.client.get(), testing::linux612Proposal(), net::deadlineAfter(5s)));
     Result<clc::Message> answer = net::readClc(p.client.get(), net::deadlineAfter(10s));
@@ -536,7 +536,7 @@ TEST(SmcrHandshake, TheProposalOfLinux612FromAnotherSubnetIsNoRoute)
     Result<net::Outcome> out = result.get();
     ASSERT_TRUE(out) << out.error().message();
     EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::NoRoute);
-    EXPECT_TRUE(server->smcr()->groups->groups().empty());
+    EXPECT_TRUE(coreOf(*server).smcr()->groups->groups().empty());
 }
 
 // The v2 ACCEPT carries Linux's first-contact terms: a direct route, release 1, the smaller
@@ -548,7 +548,7 @@ TEST(SmcrHandshake, AV2ConfirmThatChangesTheTermsIsDeclined)
     auto server = makeStack(&f, kServerId);
     TcpPair p = tcpPair();
     auto result = std::async(std::launch::async, [&] {
-        return net::serverHandshake(*server, p.server.get(), smcrOnly());
+        return net::serverHandshake(coreOf(*server), p.server.get(), smcrOnly());
     });
     ASSERT_TRUE(net::writeClc(p.client.get(), kernelLikeProposal(), net::deadlineAfter(5s)));
     Result<clc::Message> answer = net::readClc(p.client.get(), net::deadlineAfter(10s));
@@ -583,7 +583,7 @@ TEST(SmcrHandshake, AV2ConfirmThatChangesTheTermsIsDeclined)
     Result<net::Outcome> out = result.get();
     ASSERT_TRUE(out) << out.error().message();
     EXPECT_EQ(std::get<net::Fallback>(*out).reason, clc::DeclineCode::MaxLinkErr);
-    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return coreOf(*server).smcr()->groups->groups().empty(); }));
 }
 
 // Our client takes a v2 first contact only on its own terms (Linux's client checks): a direct
@@ -619,7 +619,7 @@ TEST(SmcrHandshake, AV2AcceptOutsideOurTermsIsDeclined)
         EXPECT_EQ(std::get<net::Fallback>(*out).reason, k.reason);
         ASSERT_TRUE(answer && std::holds_alternative<clc::Decline>(*answer));
         EXPECT_EQ(std::get<clc::Decline>(*answer).diagnosis, k.reason);
-        EXPECT_TRUE(client->smcr()->groups->groups().empty());
+        EXPECT_TRUE(coreOf(*client).smcr()->groups->groups().empty());
     }
 }
 

@@ -37,8 +37,8 @@ TEST(SmcrHandshake, FirstContactMakesOneGroupEachSideWithBothLinks)
     ASSERT_TRUE(s) << (b.server ? "not SMC-R" : b.server.error().message());
     EXPECT_TRUE(c->firstContact);
     EXPECT_TRUE(s->firstContact);
-    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
-    EXPECT_EQ(client->smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*server).smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*client).smcr()->groups->groups().size(), 1u);
     EXPECT_EQ(s->group->role(), Role::Server);
     EXPECT_EQ(s->group->peer(), kClientId);
     EXPECT_EQ(c->group->peer(), kServerId);
@@ -87,8 +87,8 @@ TEST(SmcrHandshake, SecondConnectionJoinsTheGroupAndWritesLand)
     EXPECT_FALSE(s->firstContact);
     EXPECT_EQ(c->group, smcr(first.client)->group);
     EXPECT_EQ(s->group, smcr(first.server)->group);
-    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
-    EXPECT_EQ(client->smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*server).smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*client).smcr()->groups->groups().size(), 1u);
     EXPECT_EQ(s->group->connectionCount(), 2u);
     EXPECT_EQ(c->group->connectionCount(), 2u);
 
@@ -136,7 +136,7 @@ TEST(SmcrHandshake, AutoOnBothEndsPrefersSmcd)
     Socket s = std::move(l.accept(10s)).value();
     EXPECT_EQ(c->transport(), Transport::SmcD);
     EXPECT_EQ(s.transport(), Transport::SmcD);
-    EXPECT_TRUE(server->smcr()->groups->groups().empty());
+    EXPECT_TRUE(coreOf(*server).smcr()->groups->groups().empty());
 }
 
 TEST(SmcrHandshake, NoSmcrOnTheServerFallsBackOnTheSameSocket)
@@ -156,7 +156,7 @@ TEST(SmcrHandshake, NoSmcrOnTheServerFallsBackOnTheSameSocket)
     EXPECT_TRUE(cf->peerDeclined);
     EXPECT_EQ(sf->reason, clc::DeclineCode::NoSmcDev);
     EXPECT_FALSE(sf->peerDeclined);
-    EXPECT_TRUE(client->smcr()->groups->groups().empty());
+    EXPECT_TRUE(coreOf(*client).smcr()->groups->groups().empty());
     expectBytesBothWays(p.client.get(), p.server.get());
 }
 
@@ -208,14 +208,13 @@ TEST(SmcrHandshake, ASameSystemIdFromAnotherDeviceIsAFirstContact)
 
     StackConfig config;
     SmcrConfig r;
-    r.provider = &f.fabric;
     r.gid = InprocFabric::clientGid();
     r.gid[15] = 0x77;
     r.mac = {2, 0, 0, 0, 0x77, 0x77};
     r.systemId = kClientId;
     r.groups.timeouts.testLink = 0ms;
     config.smcr = r;
-    auto other = std::move(SmcStack::create(config)).value();
+    auto other = std::move(smc::makeStack(config, {.provider = &f.fabric})).value();
     TcpPair p2 = tcpPair();
     Both second = handshake(*server, *other, p2);
     const net::SmcrSetup* c = smcr(second.client);
@@ -225,7 +224,7 @@ TEST(SmcrHandshake, ASameSystemIdFromAnotherDeviceIsAFirstContact)
     EXPECT_TRUE(c->firstContact);
     EXPECT_TRUE(s->firstContact);
     EXPECT_NE(s->group, smcr(first.server)->group);
-    EXPECT_EQ(server->smcr()->groups->groups().size(), 2u);
+    EXPECT_EQ(coreOf(*server).smcr()->groups->groups().size(), 2u);
 
     // The first client's group lives on and still carries its connection.
     const net::SmcrSetup& fs = *smcr(first.server);
@@ -255,8 +254,8 @@ TEST(SmcrHandshake, AFullGroupMakesTheNextConnectionAFirstContact)
     EXPECT_TRUE(smcr(done[16].server)->firstContact);
     EXPECT_TRUE(smcr(done[16].client)->firstContact);
     EXPECT_NE(smcr(done[16].server)->group, smcr(done[0].server)->group);
-    EXPECT_EQ(server->smcr()->groups->groups().size(), 2u);
-    EXPECT_EQ(client->smcr()->groups->groups().size(), 2u);
+    EXPECT_EQ(coreOf(*server).smcr()->groups->groups().size(), 2u);
+    EXPECT_EQ(coreOf(*client).smcr()->groups->groups().size(), 2u);
     EXPECT_EQ(smcr(done[0].server)->group->connectionCount(), 16u);
 }
 
@@ -293,7 +292,7 @@ TEST(SmcrHandshake, V2GroupsTakeTwoLinksAndAJoinAndFailOver)
         EXPECT_EQ(side->group->type(), GroupType::Symmetric);
         EXPECT_EQ(side->group->connectionCount(), 2u);
     }
-    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*server).smcr()->groups->groups().size(), 1u);
 
     const net::SmcrSetup& s = *smcr(done[1].server);
     const net::SmcrSetup& c = *smcr(done[1].client);

@@ -85,11 +85,11 @@ TEST(SmcrSocket, SecondSocketJoinsTheGroupAndCloseGivesEveryBufferBack)
     Pair b = connectPair(*server, *client);
     ASSERT_EQ(b.client.transport(), Transport::SmcR)
         << clc::toString(b.client.fallbackReason().value_or(clc::DeclineCode{}));
-    std::shared_ptr<LinkGroup> sg = server->smcr()->groups->find(Role::Server, kClientId);
-    std::shared_ptr<LinkGroup> cg = client->smcr()->groups->find(Role::Client, kServerId);
+    std::shared_ptr<LinkGroup> sg = coreOf(*server).smcr()->groups->find(Role::Server, kClientId);
+    std::shared_ptr<LinkGroup> cg = coreOf(*client).smcr()->groups->find(Role::Client, kServerId);
     ASSERT_TRUE(sg && cg);
     EXPECT_EQ(sg->connectionCount(), 2u);
-    EXPECT_EQ(server->smcr()->groups->groups().size(), 1u);
+    EXPECT_EQ(coreOf(*server).smcr()->groups->groups().size(), 1u);
 
     // Data on one does not show on the other.
     const std::byte hello[5] = {std::byte{'h'}, std::byte{'e'}, std::byte{'l'}, std::byte{'l'},
@@ -125,8 +125,8 @@ protected:
         client = makeStack(&f, kClientId);
         p = connectPair(*server, *client);
         ASSERT_EQ(p.client.transport(), Transport::SmcR);
-        sg = server->smcr()->groups->find(Role::Server, kClientId);
-        cg = client->smcr()->groups->find(Role::Client, kServerId);
+        sg = coreOf(*server).smcr()->groups->find(Role::Server, kClientId);
+        cg = coreOf(*client).smcr()->groups->find(Role::Client, kServerId);
         ASSERT_TRUE(sg && cg);
         ASSERT_TRUE(eventually([&] { return sg->activeLinks() == 2 && cg->activeLinks() == 2; }));
     }
@@ -217,10 +217,10 @@ TEST(SmcrSocket, ASocketOutlivesItsEndedGroupAndClosesSafely)
     auto client = makeStack(&f, kClientId);
     Pair p = connectPair(*server, *client);
     ASSERT_EQ(p.client.transport(), Transport::SmcR);
-    server->smcr()->groups->find(Role::Server, kClientId)->terminate("test");
+    coreOf(*server).smcr()->groups->find(Role::Server, kClientId)->terminate("test");
     // DELETE_LINK ALL ends the client's group too.
-    EXPECT_TRUE(eventually([&] { return server->smcr()->groups->groups().empty(); }));
-    EXPECT_TRUE(eventually([&] { return client->smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return coreOf(*server).smcr()->groups->groups().empty(); }));
+    EXPECT_TRUE(eventually([&] { return coreOf(*client).smcr()->groups->groups().empty(); }));
     std::byte got[16];
     EXPECT_EQ(p.server.recv(got).error(), std::errc::connection_reset);
     EXPECT_EQ(p.client.recv(got).error(), std::errc::connection_reset);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Sockets in one process: SMC-D over the cross-process device, fallbacks, close, readiness.
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/socket.h"
 
 #include <poll.h>
@@ -233,19 +234,19 @@ TEST(Socket, ThePoolGivesBackWhatABurstLeft)
             ends.push_back(std::move(l.accept(10s)).value());
             ASSERT_EQ(ends.back().transport(), Transport::SmcD);
         }
-        EXPECT_GE(server->device().stats().dmbs, 16u);
-        EXPECT_EQ(server->device().stats().remoteDmbs, 16u);
+        EXPECT_GE(coreOf(*server).device().stats().dmbs, 16u);
+        EXPECT_EQ(coreOf(*server).device().stats().remoteDmbs, 16u);
     }
     auto drained = [](SmcStack& s) {
-        const ShmIsmStats d = s.device().stats();
+        const ShmIsmStats d = coreOf(s).device().stats();
         return d.dmbs == 0 && d.remoteDmbs == 0;
     };
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (!(drained(*server) && drained(*client)) && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(20ms);
-    EXPECT_EQ(server->device().stats().dmbs, 0u);
-    EXPECT_EQ(client->device().stats().dmbs, 0u);
-    EXPECT_EQ(server->device().stats().remoteDmbs, 0u);
+    EXPECT_EQ(coreOf(*server).device().stats().dmbs, 0u);
+    EXPECT_EQ(coreOf(*client).device().stats().dmbs, 0u);
+    EXPECT_EQ(coreOf(*server).device().stats().remoteDmbs, 0u);
     EXPECT_GT(server->poolStats().rmb.reclaimed, 0u);
     Result<Socket> again = Socket::connect(*client, "127.0.0.1", l.port());
     ASSERT_TRUE(again) << again.error().message();

@@ -33,7 +33,7 @@ namespace smc
 class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
 {
 public:
-    ListenerImpl(SmcStack& stack, UniqueFd tcp, const SocketOptions& options, EventFd ready)
+    ListenerImpl(StackCore& stack, UniqueFd tcp, const SocketOptions& options, EventFd ready)
         : stack_(stack), tcp_(std::move(tcp)), options_(options), ready_(std::move(ready)),
           arrivals_(std::make_shared<Arrivals>(stack.executor()))
     {
@@ -129,7 +129,7 @@ private:
     // limit_smc_hs leaves the SMC option out of the SYN-ACK.
     void decline(UniqueFd fd) noexcept;
 
-    SmcStack& stack_;
+    StackCore& stack_;
     UniqueFd tcp_;
     const SocketOptions options_;
     EventFd ready_; // readable while the queue holds a connection

@@ -29,15 +29,15 @@ std::optional<clc::Ipv4Address> localIpv4(int fd);
 clc::Hostname hostname();
 
 // Fills the PROPOSAL's SMC-R v1 area (system id, GID, MAC, the IPv4 subnet of `local`).
-void offerSmcr(SmcStack& stack, const clc::Ipv4Address& local, clc::Proposal& proposal);
+void offerSmcr(StackCore& stack, const clc::Ipv4Address& local, clc::Proposal& proposal);
 // Adds SMC-Rv2 to the PROPOSAL (then version 2) if the stack offers it (SmcrConfig::offerV2)
 // and its GID is a RoCE v2 IPv4 one: the GID, our EID, our group limits.
-void offerSmcrV2(SmcStack& stack, clc::Proposal& proposal);
+void offerSmcrV2(StackCore& stack, clc::Proposal& proposal);
 
 // Client: the server accepted SMC-R. Joins or creates the link group, sends CONFIRM, runs
 // CONFIRM_LINK on first contact. A DECLINE either way is a Fallback; errors as
 // clientHandshake's. Blocks per message up to options.clcTimeout, and for CONFIRM_LINK.
-Result<Outcome> smcrClient(SmcStack& stack, int fd, const clc::Accept& accept,
+Result<Outcome> smcrClient(StackCore& stack, int fd, const clc::Accept& accept,
                            const SocketOptions& options);
 
 // Server: what serverResume takes first, once negotiate() made `choice` (SMC-R v1 or v2) for
@@ -50,13 +50,13 @@ SmcrParked smcrRequest(clc::Proposal proposal, const clc::Choice& choice, std::u
 // What both roles use (smcr_handshake.cpp, handshake.cpp).
 
 // sendDecline with the stack's system id, within one CLC timeout.
-Result<Outcome> decline(SmcStack& stack, int fd, clc::DeclineCode reason, std::uint8_t version,
+Result<Outcome> decline(StackCore& stack, int fd, clc::DeclineCode reason, std::uint8_t version,
                         const SocketOptions& options);
 // A CLC error as the caller sees it: malformed CLC is protocol_error.
 std::error_code hard(std::error_code e);
 // CONFIRM_LINK failed: the peer may have given up first and declined (Linux looks for its
 // DECLINE for a second before it sends its own, so the stream stays aligned either way).
-Result<Outcome> firstLinkFailed(SmcStack& stack, int fd, std::error_code e, std::uint8_t version,
+Result<Outcome> firstLinkFailed(StackCore& stack, int fd, std::error_code e, std::uint8_t version,
                                 const SocketOptions& options);
 
 // First contact, either role: a new group, its first link (`makeLink`: the server creates
@@ -68,7 +68,7 @@ struct NewGroup {
     std::optional<LinkGroup::Handshake> hs;
     clc::DeclineCode reason = clc::DeclineCode::Mem;
 };
-NewGroup newGroup(SmcStack::Smcr& smcr, Role role, const SystemId& peer, GroupTerms terms,
+NewGroup newGroup(StackCore::Smcr& smcr, Role role, const SystemId& peer, GroupTerms terms,
                   const SocketOptions& options, clc::DeclineCode noLink,
                   const std::function<Result<NewLink>()>& makeLink);
 
@@ -82,7 +82,7 @@ GroupTerms groupTerms(const std::optional<V2Terms>& v2);
 // The longest LLC message of the group's links.
 std::size_t maxMessage(const std::optional<V2Terms>& v2);
 // Our half of ACCEPT or CONFIRM: the connection's link and RMB there.
-clc::AcceptConfirm ours(SmcStack& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
+clc::AcceptConfirm ours(StackCore& stack, const LinkAddress& link, const LinkGroup::Handshake& hs,
                         bool firstContact, std::uint8_t mtu, const std::optional<V2Terms>& v2);
 // The peer's half as we can use it: one RMBE per RMB, a size we know, an rtoken.
 bool usableSmcr(const clc::AcceptConfirm& m);

@@ -10,8 +10,8 @@
 #include "base/unique_fd.h"
 #include "smc/socket/data_path.h"
 #include "smc/socket/handshake.h"
+#include "smc/socket/internal/stack_core.h"
 #include "smc/socket/ready_fd.h"
-#include "smc/socket/stack.h"
 
 namespace smc
 {
@@ -25,7 +25,7 @@ public:
     // TCP (a TcpPath): forced (no reason) or a fallback. `skipPeerClc`: a DECLINE went out
     // before the peer's PROPOSAL was read (a listener past its handshake limit): the first
     // receive discards it.
-    SocketImpl(SmcStack& stack, UniqueFd tcp, bool server, const SocketOptions& options,
+    SocketImpl(StackCore& stack, UniqueFd tcp, bool server, const SocketOptions& options,
                std::optional<clc::DeclineCode> fallback, bool skipPeerClc = false);
     ~SocketImpl();
 
@@ -57,7 +57,7 @@ private:
     void refresh() noexcept;
     void onTcpReadable() noexcept;
 
-    SmcStack& stack_;
+    StackCore& stack_;
     UniqueFd tcp_;
     const bool server_;
     const SocketOptions options_;
@@ -82,11 +82,11 @@ private:
 
 // Runs the handshake on a connected TCP socket (none for Mode::Tcp) and makes the connection
 // of its outcome. Errors: the handshake's. Blocks as the handshake.
-Result<std::shared_ptr<SocketImpl>> establish(SmcStack& stack, UniqueFd tcp, bool server,
+Result<std::shared_ptr<SocketImpl>> establish(StackCore& stack, UniqueFd tcp, bool server,
                                               const SocketOptions& options);
 // The connection of a handshake's outcome, counted in the stack's statistics. Errors: the
 // outcome's, the data path's setup's. Does not block.
-Result<std::shared_ptr<SocketImpl>> connectionOf(SmcStack& stack, UniqueFd tcp, bool server,
+Result<std::shared_ptr<SocketImpl>> connectionOf(StackCore& stack, UniqueFd tcp, bool server,
                                                  const SocketOptions& options,
                                                  Result<net::Outcome> outcome);
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SmcStack::Smcr: the stack's SMC-R device as the handshakes use it (not installed).
+// StackCore::Smcr: the stack's SMC-R device as the handshakes use it (not installed).
 #pragma once
 
 #include <memory>
@@ -7,12 +7,12 @@
 #include "base/mutex.h"
 #include "smc/core/link_group_manager.h"
 #include "smc/socket/internal/first_contacts.h"
-#include "smc/socket/stack.h"
+#include "smc/socket/internal/stack_core.h"
 
 namespace smc
 {
 
-struct SmcStack::Smcr {
+struct StackCore::Smcr {
     LinkProvider* provider = nullptr;
     Gid gid{};
     Mac mac{};
