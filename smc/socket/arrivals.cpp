@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "smc/socket/clc_io.h"
-#include "smc/socket/tcp.h"
+#include "smc/net/clc_io.h"
+#include "smc/net/tcp.h"
 
 namespace smc
 {

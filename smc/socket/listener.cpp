@@ -6,8 +6,8 @@
 #include <array>
 #include <utility>
 
+#include "smc/net/tcp.h"
 #include "smc/socket/internal/listener_impl.h"
-#include "smc/socket/tcp.h"
 
 namespace smc
 {

@@ -2,10 +2,10 @@
 // A listener's handshakes: admission, the steps on the handshake pool, waits on epoll between.
 #include <utility>
 
-#include "smc/socket/clc_io.h"
+#include "smc/net/clc_io.h"
+#include "smc/net/tcp.h"
 #include "smc/socket/internal/listener_impl.h"
-#include "smc/socket/internal/stack_smcr.h"
-#include "smc/socket/tcp.h"
+#include "smc/stack/stack_smcr.h"
 
 namespace smc
 {

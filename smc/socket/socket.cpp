@@ -2,11 +2,11 @@
 // Socket: a connection on SMC or TCP behind one API; connect runs the client handshake.
 #include "smc/socket/socket.h"
 
-#include "smc/socket/handshake.h"
+#include "smc/conn/smcd_connection.h"
+#include "smc/conn/smcr_connection.h"
+#include "smc/conn/tcp_path.h"
+#include "smc/handshake/handshake.h"
 #include "smc/socket/internal/socket_impl.h"
-#include "smc/socket/smcd_connection.h"
-#include "smc/socket/smcr_connection.h"
-#include "smc/socket/tcp_path.h"
 
 namespace smc
 {
@@ -246,7 +246,7 @@ Result<std::shared_ptr<SocketImpl>> connectionOf(StackCore& stack, UniqueFd tcp,
         return impl;
     }
     Result<std::unique_ptr<net::SmcdConnection>> conn =
-        net::SmcdConnection::create(stack, std::move(std::get<net::SmcdSetup>(*outcome)),
+        net::SmcdConnection::create(stack.device(), std::move(std::get<net::SmcdSetup>(*outcome)),
                                     options.busyPoll, options.autocorkBytes);
     if (!conn) {
         stack.countHandshakeError();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "smc/socket/internal/stack_core.h"
+#include "smc/socket/internal/make_stack.h"
 #include "smc/socket/smcss.h"
 #include "smc/socket/socket.h"
 #include "smc/testing/inproc_fabric.h"

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "smc/clc/clc_messages.h"
+#include "smc/handshake/handshake.h"
 #include "smc/ism/shm_ism.h"
-#include "smc/socket/handshake.h"
+#include "smc/net/tcp.h"
 #include "smc/socket/socket.h"
-#include "smc/socket/tcp.h"
 #include "tests/libtest/liveness.h"
 
 namespace smc::clcpeer

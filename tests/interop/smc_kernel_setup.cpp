@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "smc/socket/tcp_option.h"
+#include "smc/net/tcp_option.h"
 
 namespace
 {

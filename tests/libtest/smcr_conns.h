@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "smc/socket/smcr_connection.h"
+#include "smc/conn/smcr_connection.h"
 #include "smc/testing/local_pair.h"
 #include "tests/libtest/link_groups.h"
 

@@ -13,11 +13,11 @@
 
 #include <gtest/gtest.h>
 
-#include "smc/socket/handshake.h"
-#include "smc/socket/internal/smcr_handshake.h"
-#include "smc/socket/internal/stack_core.h"
+#include "smc/handshake/handshake.h"
+#include "smc/handshake/smcr_handshake.h"
+#include "smc/net/tcp.h"
+#include "smc/socket/internal/make_stack.h"
 #include "smc/socket/stack.h"
-#include "smc/socket/tcp.h"
 #include "smc/testing/inproc_fabric.h"
 #include "tests/libtest/link_groups.h"
 

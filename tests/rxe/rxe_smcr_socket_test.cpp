@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include "rdma/verbs.h"
-#include "smc/socket/internal/stack_core.h"
-#include "smc/socket/internal/stack_smcr.h"
+#include "smc/socket/internal/make_stack.h"
 #include "smc/socket/socket.h"
+#include "smc/stack/stack_smcr.h"
 #include "tests/libtest/rdma_device.h"
 #include "tests/libtest/socket_stream.h"
 

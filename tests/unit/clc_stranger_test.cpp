@@ -13,12 +13,12 @@
 #include <thread>
 
 #include "smc/clc/clc_messages.h"
+#include "smc/handshake/handshake.h"
 #include "smc/ism/shm_ism.h"
-#include "smc/socket/clc_io.h"
-#include "smc/socket/handshake.h"
-#include "smc/socket/internal/stack_core.h"
+#include "smc/net/clc_io.h"
+#include "smc/net/tcp.h"
+#include "smc/socket/internal/make_stack.h"
 #include "smc/socket/socket.h"
-#include "smc/socket/tcp.h"
 #include "tests/libtest/link_groups.h"
 #include "tests/libtest/liveness.h"
 

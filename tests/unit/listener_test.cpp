@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "smc/clc/clc_messages.h"
-#include "smc/socket/clc_io.h"
-#include "smc/socket/handshake.h"
+#include "smc/handshake/handshake.h"
+#include "smc/net/clc_io.h"
+#include "smc/net/tcp.h"
 #include "smc/socket/socket.h"
-#include "smc/socket/tcp.h"
 #include "tests/libtest/smcr_stacks.h"
 
 namespace smc

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // SmcrConnection over an in-process link group pair: streams, wraps, close, abort, hostile CDCs,
 // non-blocking calls, buffers back in the pool (failover: smcr_failover_test.cpp).
-#include "smc/socket/smcr_connection.h"
+#include "smc/conn/smcr_connection.h"
 
 #include <atomic>
 #include <optional>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // SmcrConnection failover: a link broken mid-stream loses no byte, the validation CDC names
 // what the peer processed however long the connection ran, and a lost link is not writable.
-#include "smc/socket/smcr_connection.h"
+#include "smc/conn/smcr_connection.h"
 
 #include <atomic>
 #include <optional>

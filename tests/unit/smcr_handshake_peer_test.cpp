@@ -2,7 +2,7 @@
 // SMC-R handshakes against a crafted peer over raw TCP: malformed CLC, failed first contacts
 // that leave nothing behind, declines and CONFIRM_LINK timeouts with their fallback, and the
 // SMC-Rv2 terms (the kernel's own PROPOSAL among them).
-#include "smc/socket/handshake.h"
+#include "smc/handshake/handshake.h"
 
 #include <cstring>
 #include <future>
@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "smc/socket/clc_io.h"
-#include "smc/socket/internal/stack_smcr.h"
+#include "smc/net/clc_io.h"
 #include "smc/socket/socket.h"
+#include "smc/stack/stack_smcr.h"
 #include "tests/libtest/clc_golden.h"
 #include "tests/libtest/smcr_stacks.h"
 

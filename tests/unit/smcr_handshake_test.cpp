@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The SMC-R CLC handshake over real TCP between two stacks sharing one in-process fabric:
 // first contact, joining, Auto, fallbacks, SMC-Rv2 (a crafted peer: smcr_handshake_peer_test.cpp).
-#include "smc/socket/handshake.h"
+#include "smc/handshake/handshake.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -12,9 +12,9 @@
 #include <future>
 #include <thread>
 
-#include "smc/socket/clc_io.h"
-#include "smc/socket/internal/stack_smcr.h"
+#include "smc/net/clc_io.h"
 #include "smc/socket/socket.h"
+#include "smc/stack/stack_smcr.h"
 #include "tests/libtest/smcr_stacks.h"
 
 namespace smc

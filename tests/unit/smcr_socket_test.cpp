@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Sockets over SMC-R: two stacks of one process on an in-process fabric, CLC over real TCP.
-#include "smc/socket/internal/stack_smcr.h"
 #include "smc/socket/socket.h"
+#include "smc/stack/stack_smcr.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Sockets in one process: SMC-D over the cross-process device, fallbacks, close, readiness.
-#include "smc/socket/internal/stack_core.h"
+#include "smc/socket/internal/make_stack.h"
 #include "smc/socket/socket.h"
 
 #include <poll.h>
@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "smc/ism/shm_ism.h"
-#include "smc/socket/clc_io.h"
-#include "smc/socket/tcp.h"
+#include "smc/net/clc_io.h"
+#include "smc/net/tcp.h"
 #include "tests/libtest/socket_stream.h"
 
 namespace smc

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // SMC's TCP option by BPF on this host's kernel: a marked socket's SYN carries it, another's
 // does not. Needs root (or CAP_BPF and CAP_NET_ADMIN) and cgroup v2; without them it exits 77.
-#include "smc/socket/tcp_option.h"
+#include "smc/net/tcp_option.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "smc/socket/tcp.h"
+#include "smc/net/tcp.h"
 
 namespace smc
 {

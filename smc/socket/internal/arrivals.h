@@ -15,7 +15,7 @@
 #include "base/executor.h"
 #include "base/mutex.h"
 #include "base/unique_fd.h"
-#include "smc/socket/internal/first_contacts.h"
+#include "smc/stack/first_contacts.h"
 
 namespace smc
 {

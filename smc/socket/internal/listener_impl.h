@@ -14,7 +14,7 @@
 #include "base/event_fd.h"
 #include "base/mutex.h"
 #include "base/unique_fd.h"
-#include "smc/socket/handshake.h"
+#include "smc/handshake/handshake.h"
 #include "smc/socket/internal/arrivals.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/socket.h"

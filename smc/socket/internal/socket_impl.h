@@ -8,10 +8,10 @@
 #include <optional>
 
 #include "base/unique_fd.h"
-#include "smc/socket/data_path.h"
-#include "smc/socket/handshake.h"
-#include "smc/socket/internal/stack_core.h"
-#include "smc/socket/ready_fd.h"
+#include "smc/conn/data_path.h"
+#include "smc/handshake/handshake.h"
+#include "smc/net/ready_fd.h"
+#include "smc/stack/stack_core.h"
 
 namespace smc
 {
@@ -19,7 +19,7 @@ namespace smc
 enum class Shutdown : std::uint8_t;
 enum class SendFlags : std::uint8_t;
 
-class SocketImpl : public std::enable_shared_from_this<SocketImpl>
+class SocketImpl final : public Listed, public std::enable_shared_from_this<SocketImpl>
 {
 public:
     // TCP (a TcpPath): forced (no reason) or a fallback. `skipPeerClc`: a DECLINE went out
@@ -42,7 +42,7 @@ public:
     void close() noexcept;
     Result<int> pollFd();
     void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
-    bool connected() const noexcept { return !closed_.load(); }
+    bool connected() const noexcept override { return !closed_.load(); }
     // Nothing for the application to get from it any more: closed, the peer closed with
     // nothing unread or aborted (SMC), or reset the TCP connection.
     bool abandoned() const noexcept;
@@ -51,7 +51,7 @@ public:
     void onPeerGone(std::function<void()> f);
     Transport transport() const noexcept { return transport_; }
     std::optional<clc::DeclineCode> fallbackReason() const noexcept { return fallback_; }
-    ConnectionInfo info() const;
+    ConnectionInfo info() const override;
 
 private:
     void refresh() noexcept;

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// DataPath: what a Socket asks of its SMC connection, whichever transport carries it.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "base/result.h"
+#include "smc/conn/connection_info.h"
+#include "smc/net/tcp.h"
+
+namespace smc::net
+{
+
+// One connection's bytes after CLC: SMC-D (SmcdConnection), SMC-R (SmcrConnection) or plain
+// TCP (TcpPath). One sender and one receiver may call at once; the rest may be called from
+// any thread.
+class DataPath
+{
+public:
+    virtual ~DataPath() = default;
+
+    // Copies bytes into the peer's ring, or out of ours. Blocks until at least one byte
+    // moved or the deadline passed, unless nonBlocking. recv returns 0 at the peer's
+    // orderly end. Errors: resource_unavailable_try_again (nonBlocking, nothing moved),
+    // timed_out, broken_pipe (send after our shutdownWrite or the peer's close),
+    // connection_reset (the peer aborted or died), not_connected (closed).
+    // `hold` (MSG_MORE, or the socket corked): the bytes are not announced to the peer while
+    // its ring has room left; a later send without it, flush(), shutdownWrite() or close()
+    // announces them. Besides, a send may leave its bytes unannounced for the next send of
+    // a queue of them (autocorking; SocketOptions::autocorkBytes).
+    virtual Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline,
+                                     bool nonBlocking, bool hold) = 0;
+    virtual Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
+                                     bool nonBlocking) = 0;
+    // Announces what corking held back (one CDC), if anything. Errors: not_connected
+    // (closed). Blocks for at most one CDC (SMC-R: a send slot).
+    virtual Result<void> flush() = 0;
+    // Socket::recvZeroCopy and releaseView: what arrived, as views of our ring where the
+    // transport has them and pieces are at least `threshold` bytes, the rest copied. Blocks
+    // as recv. Errors: recv's; operation_in_progress (a view is out; also for recv);
+    // releaseView: invalid_argument (none out), not_connected.
+    virtual Result<RecvView> recvView(std::span<std::byte> copy, std::size_t threshold,
+                                      Deadline deadline, bool nonBlocking) = 0;
+    virtual Result<void> releaseView() = 0;
+    // done_writing to the peer. Errors: not_connected (closed). Blocks for at most one CDC
+    // (SMC-R: a send slot).
+    virtual Result<void> shutdownWrite() = 0;
+    // shutdown(2): on SMC, done_writing when `write`, and for `read` nothing (as Linux: later
+    // receives still drain what came). Errors as shutdownWrite's.
+    virtual Result<void> shutdown(bool read, bool write)
+    {
+        (void)read;
+        return write ? shutdownWrite() : Result<void>();
+    }
+    // TCP_CORK off, TCP_NODELAY on: on SMC both announce what corking held back (Linux
+    // flushes too); cork on and no-delay off change nothing here (the socket holds sends back
+    // itself). Errors as flush's.
+    virtual Result<void> setCork(bool on) { return on ? Result<void>() : flush(); }
+    virtual Result<void> setNoDelay(bool on) { return on ? flush() : Result<void>(); }
+    // An orderly close (an abort when unread bytes are left); our buffers go back to the
+    // pool. SMC-D never blocks; SMC-R waits for the peer's DELETE_RKEY answer (LLC timeouts).
+    virtual void close() noexcept = 0;
+    // The TCP connection ended: if the peer did not close first, it died (abort; SMC-R first
+    // gives a close still on its way over the link a grace period).
+    virtual void peerGone() noexcept = 0;
+
+    virtual bool readable() const = 0; // recv would not block
+    // The peer closed (not only shut down writing) or aborted, or we aborted, and nothing is
+    // left to read: nobody loses anything when a connection not yet accepted goes.
+    virtual bool abandoned() const = 0;
+    virtual bool writable() const = 0; // send would not block
+    virtual void fillInfo(ConnectionInfo& info) const = 0;
+    // An fd that becomes readable when readiness may have changed (the peer wrote, read or
+    // closed), and its drain (the epoll thread runs it before it looks again).
+    virtual int enableEvents() noexcept = 0;
+    virtual void drainEvents() noexcept = 0;
+    // A descriptor of the transport's own that the application can poll as it is (TCP: the
+    // socket), or -1: the socket makes one from readable() and writable() and enableEvents().
+    virtual int ownPollFd() const noexcept { return -1; }
+};
+
+// recvZeroCopy where there are no views: `recv` into `copy`, all of it copied. An empty
+// buffer is refused (invalid_argument): its 0 would read as the end of the stream.
+template <typename Recv> Result<RecvView> copiedView(std::span<std::byte> copy, Recv&& recv)
+{
+    if (copy.empty())
+        return std::make_error_code(std::errc::invalid_argument);
+    Result<std::size_t> n = recv(copy);
+    if (!n)
+        return n.error();
+    RecvView v;
+    v.copied = *n;
+    return v;
+}
+
+} // namespace smc::net

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// SmcdConnection: one SMC-D connection's data path, our DMB and the peer's, mapped here.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "smc/conn/cdc_connection.h"
+#include "smc/conn/setup.h"
+
+namespace smc::net
+{
+
+// Each side writes into the other's DMB: bytes into its ring (from offset 32), then its
+// CDC into the 32-byte head, then rings its doorbell. What the peer writes into our DMB is
+// never trusted: cursors are checked (CdcStream) before any byte is read, and a peer that
+// breaks the rules gets an abort, never a read outside our ring.
+//
+// The doorbell (bytes 24..31 of a DMB head, reserved in the CDC's SMC-D layout): a 32-bit
+// sequence the writer bumps after each CDC, and a 32-bit word the owner sets while it
+// sleeps on that sequence (a futex: the memory is shared), plus a bit that asks for the
+// DMB's ISM doorbell too (an application polling its socket). A peer can only stall its own
+// connection with these: every wait has the caller's deadline, and the peer's death wakes
+// us from our own side (the TCP socket).
+class SmcdConnection final : public CdcConnection
+{
+public:
+    // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
+    // `autocorkBytes`: SocketOptions::autocorkBytes.
+    // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
+    static Result<std::unique_ptr<SmcdConnection>> create(ShmIsm& device, SmcdSetup setup,
+                                                          std::chrono::microseconds busyPoll,
+                                                          std::size_t autocorkBytes);
+    // Closes if still open: our DMB is revoked and goes back to the pool, the peer's mapping
+    // is dropped.
+    ~SmcdConnection() override;
+
+    // DataPath. Never blocks but for the caller's deadline. enableEvents(): asks the peer to
+    // signal our DMB's ISM doorbell too, and returns it.
+    void peerGone() noexcept override;
+    int enableEvents() noexcept override;
+    void drainEvents() noexcept override;
+
+private:
+    SmcdConnection(ShmIsm& device, SmcdSetup setup, cdc::CdcStream stream,
+                   std::chrono::microseconds busyPoll, std::size_t autocorkBytes);
+    const OwnDmb& ownDmb() const noexcept { return setup_.rmb; }
+    std::byte* ownHead() const noexcept { return ownDmb()->data(); }
+    std::byte* peerHead() const noexcept { return setup_.peer.data(); }
+    std::span<std::byte> peerRing() const noexcept;
+
+    // CdcConnection: the peer's CDC is read from our head, ours written into its head; the
+    // doorbell wakes and is waited on.
+    void absorb() override SMC_REQUIRES(mutex_);
+    bool peek(cdc::CdcStream& s) const override SMC_REQUIRES(mutex_);
+    std::uint64_t waitMark() const override SMC_REQUIRES(mutex_);
+    void wait(MutexLocker& lock, std::uint64_t mark, Deadline until) override SMC_REQUIRES(mutex_);
+    void wake() override SMC_REQUIRES(mutex_);
+    void stage(const cdc::CdcMessage& m) override SMC_REQUIRES(txMutex_, mutex_);
+    void deliver() override SMC_REQUIRES(txMutex_);
+    Result<void> put(std::size_t at, std::span<const std::byte> bytes, Deadline deadline,
+                     bool nonBlocking) override;
+    Result<void> take(std::size_t at, std::span<std::byte> into) override;
+    std::span<const std::byte> ownRing() const noexcept override;
+    void release() noexcept override;
+    void describe(ConnectionInfo& info) const override;
+
+    void ringPeer() noexcept;
+
+    ShmIsm& device_;
+    SmcdSetup setup_; // our DMB and the peer's mapping
+    const std::chrono::microseconds busyPoll_;
+    bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
+};
+
+} // namespace smc::net

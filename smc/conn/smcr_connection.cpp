@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: MIT
+// SmcrConnection: its CDCs, the group's events (a CDC in, failover, the end), close, readiness.
+#include "smc/conn/smcr_connection.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+namespace smc::net
+{
+namespace
+{
+
+// How long the closing CDC may trail the TCP FIN (it comes over the link, on other threads).
+constexpr std::chrono::seconds kPeerGoneGrace{1};
+
+} // namespace
+
+Result<std::unique_ptr<SmcrConnection>>
+SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
+                       std::uint32_t peerToken, std::size_t peerRmbBytes, std::size_t autocorkBytes)
+{
+    if (!group || !conn || conn->sndbuf.size() == 0)
+        return std::make_error_code(std::errc::invalid_argument);
+    Result<cdc::CdcStream> stream =
+        cdc::CdcStream::create(conn->rmb.size(), peerRmbBytes, peerToken);
+    if (!stream)
+        return std::make_error_code(std::errc::invalid_argument);
+    std::unique_ptr<SmcrConnection> c(
+        new SmcrConnection(std::move(group), std::move(conn), peerToken, *stream, autocorkBytes));
+    SmcrConnection* self = c.get();
+    Result<void> r = self->group_->setConnectionEvents(
+        *self->conn_, {[self](std::span<const std::byte> m) { self->onCdc(m); },
+                       [self](unsigned) { self->onMoved(); }, [self] { self->onEnded(); }});
+    if (!r) {
+        (void)self->group_->closeConnection(*self->conn_);
+        self->released_ = true;
+        return r.error();
+    }
+    return c;
+}
+
+SmcrConnection::SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
+                               std::uint32_t peerToken, cdc::CdcStream stream,
+                               std::size_t autocorkBytes)
+    : CdcConnection(stream, autocorkBytes), group_(std::move(group)), conn_(std::move(conn)),
+      peerToken_(peerToken), peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size())
+{
+    MutexLocker lock(hook_->mutex);
+    hook_->self = this;
+}
+
+SmcrConnection::~SmcrConnection()
+{
+    close();
+}
+
+// --- CDCs out ----------------------------------------------------------------------
+
+void SmcrConnection::stage(const cdc::CdcMessage& m)
+{
+    ++built_;         // m.seq is built_, wrapped
+    cdcOwed_ = false; // this one carries everything the peer is owed
+    // A CDC that announces what the one before did shares its entry: the older number stays
+    // a lower bound. Bounded: at the cap the newest entry stretches to cover this CDC too,
+    // with the same effect, so the worst it does is name an older CDC in a validation.
+    const std::uint64_t produced = cdc_.bytesSent;
+    if (unconfirmed_.empty() || unconfirmed_.back().producer != produced ||
+        unconfirmed_.back().consumer != cdc_.bytesReceived) {
+        if (unconfirmed_.size() == kMaxUnconfirmed)
+            unconfirmed_.back() = {unconfirmed_.back().number, produced, cdc_.bytesReceived};
+        else
+            unconfirmed_.push_back({built_, produced, cdc_.bytesReceived});
+    }
+    outbox_[staged_++] = cdc::encodeSmcr(m);
+}
+
+void SmcrConnection::deliver()
+{
+    const std::size_t n = std::exchange(staged_, 0);
+    for (std::size_t i = 0; i < n; ++i)
+        transmit(outbox_[i]);
+}
+
+// Which CDC the peer has surely processed, from its cursors: it consumed P of our bytes, so
+// it saw a CDC announcing a producer >= P; it wrote C bytes into our ring, and only into
+// space we announced, so it saw one announcing a consumer >= C - ring. The first CDC that
+// announced both is a lower bound of the peer's newest: what a validation may name. (Not
+// Linux's last completed send: a completed CDC may still wait in the old link's deliveries
+// when the validation comes on the new one, and an in-process link drops them.)
+void SmcrConnection::noteProcessed()
+{
+    const std::uint64_t peerConsumed = cdc_.bytesSent - (peerRingSize_ - cdc_.stream.sendSpace());
+    const std::uint64_t peerProduced = cdc_.bytesReceived + cdc_.stream.readable();
+    if (peerConsumed == 0 && peerProduced <= ringSize())
+        return; // no CDC of ours was needed for that
+    // The newest entry always announced both (CdcStream holds the peer to them).
+    while (!unconfirmed_.empty() && (unconfirmed_.front().producer < peerConsumed ||
+                                     unconfirmed_.front().consumer + ringSize() < peerProduced))
+        unconfirmed_.pop_front();
+    if (!unconfirmed_.empty())
+        confirmed_ = unconfirmed_.front().number;
+}
+
+void SmcrConnection::transmit(const Wire& wire)
+{
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        const unsigned slot = conn_->link();
+        Result<void> r = group_->sendCdc(*conn_, wire);
+        if (r) {
+            MutexLocker lock(mutex_);
+            ++stats_.cdcOut;
+            return;
+        }
+        // The link went: if failover already moved us, say it on the new one; if not, the
+        // moved handler (which waits for txMutex_) sends the current cursors there.
+        if (r.error() == std::errc::not_connected && conn_->link() == slot)
+            return;
+        if (r.error() != std::errc::not_connected)
+            break;
+    }
+    // A CDC that cannot go while the link stays up (no send slot in time, ...): the peer
+    // would never hear of the bytes or the close it carried, so the connection ends here
+    // rather than leave both ends waiting.
+    MutexLocker lock(mutex_);
+    (void)abort(false);
+}
+
+void SmcrConnection::flushOwed()
+{
+    MutexLocker tx(txMutex_);
+    {
+        MutexLocker lock(mutex_);
+        flushPosted_ = false;
+        if (!cdcOwed_ || cdc_.closed) // sent meanwhile, or close() sends its own
+            return;
+        announce();
+    }
+    deliver();
+}
+
+void SmcrConnection::wake()
+{
+    ++wakes_;
+    changed_.notify_all();
+    if (events_)
+        events_.signal();
+}
+
+void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until)
+{
+    // In slices: a deadline of Deadline::max() must not overflow the clock's conversions.
+    while (wakes_ == mark) {
+        const Clock::time_point now = Clock::now();
+        if (now >= until)
+            return;
+        const Clock::duration left = until - now;
+        (void)changed_.waitFor(lock, std::min<Clock::duration>(left, std::chrono::seconds(1)));
+    }
+}
+
+// --- The group's events --------------------------------------------------------------
+
+// Bookkeeping only: a CDC we owe the peer (a window update, an abort) is built and sent by
+// flushOwed on a blocking task, as Linux defers it to tx_work when no send slot is free.
+void SmcrConnection::onCdc(std::span<const std::byte> bytes)
+{
+    bool post = false;
+    {
+        MutexLocker lock(mutex_);
+        if (cdc_.closed || cdc_.aborted)
+            return;
+        ++stats_.cdcIn;
+        bool owed = false;
+        Result<cdc::CdcMessage> m = cdc::decodeSmcr(bytes);
+        if (!m) {
+            owed = abort(true);
+        } else if (m->producerFlags.failoverValidation) {
+            // §2.7: the peer believes we processed its CDC m->seq; if ours is older, a CDC
+            // was lost and the streams cannot be trusted any more.
+            if (cdc::isStaleSeq(m->seq, lastSeq_))
+                owed = abort(true);
+            else
+                ++stats_.validations;
+        } else if (cdc::isStaleSeq(lastSeq_, m->seq)) {
+            ++stats_.cdcStale; // a duplicate or a late one from a failed link (§2.5)
+        } else if (!receive(*m)) {
+            owed = abort(true); // a cursor out of range or backwards: the peer broke the rules
+        } else {
+            lastSeq_ = m->seq;
+            noteProcessed();
+            owed = cdc_.stream.wantConsumerUpdate();
+            wake();
+        }
+        cdcOwed_ = cdcOwed_ || owed;
+        post = owed && !std::exchange(flushPosted_, true); // one task at a time, at most
+    }
+    if (post)
+        group_->executor().postBlocking([h = hook_] {
+            MutexLocker lock(h->mutex);
+            if (h->self != nullptr)
+                h->self->flushOwed();
+        });
+}
+
+void SmcrConnection::onMoved()
+{
+    MutexLocker tx(txMutex_);
+    {
+        MutexLocker lock(mutex_);
+        ++moves_;
+        ++stats_.moves;
+        wake(); // a send waiting for the new link retries its write there
+        if (cdc_.closed || cdc_.aborted)
+            return;
+        // Nothing to rewind: LinkGroup::write returns once the bytes landed, and the
+        // producer cursor moves only then; a write the old link failed is redone by send()
+        // (it still holds the bytes). What may be lost is CDCs: the validation says which
+        // one the peer must have seen, the full CDC after it carries the current cursors.
+        // The peer judges the validation within half the sequence space behind its newest.
+        // Once ours is more than that ahead of what its cursors prove (tiny sends it has
+        // not read, CDCs that repeat one another), the oldest it can still accept: that is
+        // wrong only if more than 32767 of our CDCs had not reached it, far more than a
+        // link holds in flight.
+        constexpr std::uint64_t kHalf = 32767;
+        cdc::CdcMessage v;
+        v.seq =
+            static_cast<std::uint16_t>(built_ - confirmed_ > kHalf ? built_ - kHalf : confirmed_);
+        v.token = peerToken_;
+        v.producerFlags.failoverValidation = true;
+        outbox_[staged_++] = cdc::encodeSmcr(v);
+        announce();
+    }
+    deliver();
+}
+
+void SmcrConnection::onEnded()
+{
+    MutexLocker lock(mutex_);
+    (void)abort(false); // the links are gone: nobody hears us
+}
+
+// --- Close ------------------------------------------------------------------------------
+
+void SmcrConnection::peerGone() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (cdc_.closed)
+        return;
+    const cdc::ConnFlags f = cdc_.stream.peerConnFlags();
+    if (!f.peerConnClosed && !f.peerConnAbort) {
+        // The FIN can overtake the peer's last CDCs: a live group may still bring them.
+        if (!cdc_.aborted && !group_->terminated()) {
+            if (!graceTimer_)
+                armPeerGoneGrace();
+            return;
+        }
+        (void)abort(false); // died without a word: nothing more will come
+    }
+    wake();
+}
+
+void SmcrConnection::armPeerGoneGrace()
+{
+    graceCdcIn_ = stats_.cdcIn;
+    // The timer fires on a short-task thread; the hook may be held by a flush waiting for a
+    // send slot, so the work goes to a blocking thread.
+    Executor& executor = group_->executor();
+    graceTimer_ = executor.postAfter(kPeerGoneGrace, [g = hook_, &executor] {
+        executor.postBlocking([g] {
+            MutexLocker lock(g->mutex);
+            if (g->self != nullptr)
+                g->self->onPeerGoneGrace();
+        });
+    });
+}
+
+void SmcrConnection::onPeerGoneGrace()
+{
+    MutexLocker lock(mutex_);
+    graceTimer_.reset();
+    if (cdc_.closed || cdc_.aborted)
+        return;
+    const cdc::ConnFlags f = cdc_.stream.peerConnFlags();
+    if (f.peerConnClosed || f.peerConnAbort)
+        return; // the close came (and woke the readers)
+    if (stats_.cdcIn != graceCdcIn_ && !group_->terminated()) {
+        armPeerGoneGrace(); // still talking: the close may be behind its data
+        return;
+    }
+    (void)abort(false); // no close came: the peer died
+}
+
+void SmcrConnection::detach() noexcept
+{
+    {
+        MutexLocker g(hook_->mutex); // a running grace timer or flush is done once we have it
+        hook_->self = nullptr;
+    }
+    std::optional<Executor::TimerId> timer;
+    {
+        MutexLocker lock(mutex_);
+        timer = std::exchange(graceTimer_, std::nullopt);
+    }
+    if (timer)
+        (void)group_->executor().cancel(*timer);
+    (void)group_->setConnectionEvents(*conn_, {}); // waits for a running handler
+}
+
+void SmcrConnection::release() noexcept
+{
+    if (!std::exchange(released_, true))
+        (void)group_->closeConnection(*conn_); // an ended one: its buffers went back already
+}
+
+// --- Observability -------------------------------------------------------------------------
+
+bool SmcrConnection::sendStalled() const
+{
+    // A write the lost link failed waits for failover (onMoved wakes the poller then).
+    return lostLinkAt_ && *lostLinkAt_ == moves_;
+}
+
+int SmcrConnection::enableEvents() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (!events_)
+        if (Result<EventFd> e = EventFd::create())
+            events_ = std::move(*e);
+    return events_ ? events_.fd() : -1;
+}
+
+void SmcrConnection::drainEvents() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (events_)
+        events_.clear();
+}
+
+void SmcrConnection::describe(ConnectionInfo& info) const
+{
+    info.linkId = group_->linkId(conn_->link());
+    info.rmbBytes = ringSize();
+    info.peerRmbBytes = peerRingSize_;
+    info.transport = Transport::SmcR;
+    info.version = group_->llcVersion();
+    info.token = conn_->token;
+    info.peerToken = peerToken_;
+}
+
+SmcrStats SmcrConnection::stats() const
+{
+    MutexLocker lock(mutex_);
+    return stats_;
+}
+
+} // namespace smc::net

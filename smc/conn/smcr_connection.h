@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+// SmcrConnection: one SMC-R connection's data path over a link group (RDMA WRITE + CDC).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "base/event_fd.h"
+#include "base/mutex.h"
+#include "smc/conn/cdc_connection.h"
+#include "smc/core/link_group.h"
+
+namespace smc::net
+{
+
+// What a connection counted, for tests and smcss.
+struct SmcrStats {
+    std::uint64_t cdcIn = 0;       // CDCs the group handed us
+    std::uint64_t cdcStale = 0;    // dropped: sequence number before the last one (§2.5)
+    std::uint64_t cdcOut = 0;      // CDCs the link took
+    std::uint64_t moves = 0;       // failovers that moved us to another link
+    std::uint64_t validations = 0; // the peer's failover validations that matched
+};
+
+// Each side RDMA-writes into the other's RMB ring (from offset 0: SMC-R has no head), then
+// sends a CDC (44 bytes on the link, LinkGroup::sendCdc) with its new producer cursor; the
+// receiver learns of new bytes only from CDCs.
+//
+// Failover (§2.7): when the group moves the connection to another link, we send the
+// validation CDC (sequence number: the first CDC that announced what the peer's cursors
+// prove it processed, a lower bound of its newest; at most 32767 behind ours) and a full CDC with
+// the current cursors on the new link; a write the old link did not finish is done again by send().
+// The peer's validation is checked against the newest CDC we processed: it claims one we never saw
+// -> out of sync -> abort.
+//
+// Threads: besides CdcConnection's, the group's threads that deliver CDCs and failover
+// moves. The connection holds its group: a group that ended (and
+// that its manager let go of) lives until the connection is gone.
+class SmcrConnection final : public CdcConnection
+{
+public:
+    // After the CLC handshake completed (Handshake::complete set the peer's RMB): `conn` is
+    // ours, `peerToken` the peer connection's alert token (from its CLC), `peerRmbBytes` its
+    // RMB's size (the ring we write into). Takes over the connection: close() (or the
+    // destructor) closes it in the group. Errors: invalid_argument (no connection, a size
+    // CdcStream refuses), the group's (the connection is no longer open). Does not block,
+    // beyond handing over a CDC the peer sent before we were ready.
+    static Result<std::unique_ptr<SmcrConnection>>
+    create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn, std::uint32_t peerToken,
+           std::size_t peerRmbBytes, std::size_t autocorkBytes = 0);
+    // close(), then gives everything back.
+    ~SmcrConnection() override;
+
+    // DataPath, with these SMC-R specifics. send() blocks for its RDMA WRITEs and across a
+    // failover; besides its own errors, the group's write errors other than a lost link
+    // (then the connection is aborted). recvView() copies every byte (the group may take
+    // our RMB back when it ends). close() waits for a running flush of an owed CDC (up to one
+    // send-slot wait) and for the peer's DELETE_RKEY answer (up to the LLC timeouts).
+    // peerGone(): in a live group the peer's closing CDC may still be on its way over the
+    // link; it gets a grace period (while CDCs keep coming) on the group's executor, then
+    // the abort. Never blocks. enableEvents(): an eventfd, -1 if it cannot be made.
+    void peerGone() noexcept override;
+    int enableEvents() noexcept override;
+    void drainEvents() noexcept override;
+
+    SmcrStats stats() const;
+    std::uint32_t token() const noexcept { return conn_->token; }
+
+private:
+    using Wire = std::array<std::byte, cdc::kSmcrCdcSize>;
+    static constexpr std::size_t kMaxUnconfirmed = 1024;
+
+    SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn, std::uint32_t peerToken,
+                   cdc::CdcStream stream, std::size_t autocorkBytes);
+
+    // CdcConnection: RDMA WRITEs, CDCs over the group's link, a condition variable.
+    std::uint64_t waitMark() const override SMC_REQUIRES(mutex_) { return wakes_; }
+    void wait(MutexLocker& lock, std::uint64_t mark, Deadline until) override SMC_REQUIRES(mutex_);
+    void wake() override SMC_REQUIRES(mutex_);
+    void stage(const cdc::CdcMessage& m) override SMC_REQUIRES(txMutex_, mutex_);
+    void deliver() override SMC_REQUIRES(txMutex_);
+    Result<void> put(std::size_t at, std::span<const std::byte> bytes, Deadline deadline,
+                     bool nonBlocking) override;
+    std::size_t putLimit() const noexcept override { return stageBytes_; }
+    Result<void> take(std::size_t at, std::span<std::byte> into) override;
+    bool sendStalled() const override SMC_REQUIRES(mutex_);
+    bool owesCdc() const override SMC_REQUIRES(mutex_) { return cdcOwed_; }
+    void detach() noexcept override;
+    void release() noexcept override;
+    void describe(ConnectionInfo& info) const override;
+
+    // The group's events (its threads).
+    void onCdc(std::span<const std::byte> bytes);
+    void onMoved();
+    void onEnded();
+    // The grace after peerGone() is over: abort unless the close came, wait on if CDCs do.
+    void onPeerGoneGrace();
+    void armPeerGoneGrace() SMC_REQUIRES(mutex_);
+
+    // Sends the CDC onCdc found owed (a blocking task's; cdcOwed_).
+    void flushOwed();
+    // After a peer CDC: which of our CDCs the peer has surely processed (its cursors).
+    void noteProcessed() SMC_REQUIRES(mutex_);
+    // A CDC to the peer, again on the new link if failover moved us meanwhile; a lost link
+    // is the moved handler's to make up for (it sends the current cursors); any other
+    // failure aborts the connection.
+    void transmit(const Wire& wire) SMC_REQUIRES(txMutex_);
+    std::size_t ringSize() const noexcept { return conn_->rmb.size(); }
+
+    const std::shared_ptr<LinkGroup> group_; // first: goes last, after conn_
+    const ConnectionPtr conn_;
+    const std::uint32_t peerToken_;
+    const std::size_t peerRingSize_;
+    const std::size_t stageBytes_; // our sndbuf: what one write stages at most
+
+    ConditionVariable changed_;
+    // Staged, not yet delivered: at most a failover's validation and the CDC after it.
+    std::array<Wire, 2> outbox_ SMC_GUARDED_BY(txMutex_){};
+    std::size_t staged_ SMC_GUARDED_BY(txMutex_) = 0;
+    std::uint64_t moves_ SMC_GUARDED_BY(mutex_) = 0;
+    bool cdcOwed_ SMC_GUARDED_BY(mutex_) = false;     // a CDC onCdc found due, not built yet
+    bool flushPosted_ SMC_GUARDED_BY(mutex_) = false; // flushOwed is queued
+    // moves_ when a write failed on a lost link: not writable until failover moves us.
+    std::optional<std::uint64_t> lostLinkAt_ SMC_GUARDED_BY(mutex_);
+    std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
+    // Receive side: the newest sequence number processed (Linux's rx seqno).
+    std::uint16_t lastSeq_ SMC_GUARDED_BY(mutex_) = 0;
+    // Send side: CDCs built (the sequence number without its wrap); from the newest CDC
+    // known processed on, each CDC that changed what we announced (number, producer and
+    // consumer in bytes ever produced / consumed); the newest CDC known processed.
+    std::uint64_t built_ SMC_GUARDED_BY(mutex_) = 0;
+    struct Sent {
+        std::uint64_t number;
+        std::uint64_t producer;
+        std::uint64_t consumer;
+    };
+    std::deque<Sent> unconfirmed_ SMC_GUARDED_BY(mutex_);
+    std::uint64_t confirmed_ SMC_GUARDED_BY(mutex_) = 0;
+    EventFd events_ SMC_GUARDED_BY(mutex_);
+    SmcrStats stats_ SMC_GUARDED_BY(mutex_);
+    bool released_ = false; // the connection went back to the group (close(), or create failed)
+    // The grace timer and the flush task reach us through this; close() unhooks them
+    // (waiting for a running one).
+    struct Hook {
+        Mutex mutex;
+        SmcrConnection* self SMC_GUARDED_BY(mutex) = nullptr;
+    };
+    const std::shared_ptr<Hook> hook_ = std::make_shared<Hook>();
+    std::optional<Executor::TimerId> graceTimer_ SMC_GUARDED_BY(mutex_);
+    std::uint64_t graceCdcIn_ SMC_GUARDED_BY(mutex_) = 0; // CDCs in when it was armed
+};
+
+} // namespace smc::net

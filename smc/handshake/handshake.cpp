@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: MIT
+// CLC over TCP for SMC-Dv2 on cross-process loopback-ism: PROPOSAL, ACCEPT, CONFIRM, DECLINE.
+#include "smc/handshake/handshake.h"
+
+#include <unistd.h>
+
+#include <future>
+
+#include "pool/size_class.h"
+#include "smc/clc/clc_negotiate.h"
+#include "smc/handshake/smcr_handshake.h"
+#include "smc/ism/ism_errors.h"
+#include "smc/net/clc_io.h"
+
+namespace smc::net
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+bool wantSmcd(Mode mode)
+{
+    return mode != Mode::SmcR;
+}
+
+bool wantSmcr(StackCore& stack, Mode mode)
+{
+    return stack.smcr() != nullptr && (mode == Mode::SmcR || mode == Mode::Auto);
+}
+
+clc::Capabilities capabilities(StackCore& stack, int fd, Mode mode)
+{
+    const IsmGid gid = stack.device().localGid();
+    clc::Capabilities caps;
+    if (wantSmcd(mode))
+        caps.ismV2 = {{gid.gid, gid.gidExt, clc::kLoopbackChid, true}};
+    caps.smcrV1 = wantSmcr(stack, mode);
+    caps.smcrV2 = caps.smcrV1 && clc::ipv4OfGid(stack.smcr()->gid);
+    // The subnet check is the socket's, device or not (a v1 offer from another subnet is
+    // DIFFPREFIX before any device is looked at, as in Linux).
+    if (std::optional<clc::Ipv4Address> a = localIpv4(fd))
+        caps.ipv4 = {*a};
+    caps.ueids = {stack.ueid()};
+    caps.release = clc::kRelease1;
+    return caps;
+}
+
+// SMC-R v1 alone (Mode::SmcR) is a version 1 proposal, as Linux sends it without v2 offers.
+clc::Proposal proposal(StackCore& stack, Mode mode, const std::optional<clc::Ipv4Address>& local)
+{
+    if (mode == Mode::SmcR) {
+        clc::Proposal p;
+        p.version = clc::kVersion1;
+        offerSmcr(stack, *local, p);
+        offerSmcrV2(stack, p);
+        return p;
+    }
+    clc::Proposal p = smcdProposal(stack.device().localGid(), stack.ueid());
+    if (local && wantSmcr(stack, mode)) {
+        offerSmcr(stack, *local, p);
+        offerSmcrV2(stack, p);
+    }
+    return p;
+}
+
+// Our half of ACCEPT or CONFIRM.
+clc::AcceptConfirm ourDmb(StackCore& stack, const BufferRef& rmb, std::uint32_t groupId,
+                          bool firstContact, const clc::Eid& eid, std::uint8_t release)
+{
+    const IsmGid gid = stack.device().localGid();
+    clc::SmcdAcceptConfirm d;
+    d.gid = gid.gid;
+    d.gidExt = gid.gidExt;
+    d.token = rmb->dmbToken();
+    d.dmbeIdx = 0;
+    d.dmbeSize = static_cast<std::uint8_t>(rmb->sizeClass());
+    for (unsigned i = 0; i < 4; ++i)
+        d.linkId[i] = static_cast<std::uint8_t>(groupId >> (24 - 8 * i));
+    d.chid = clc::kLoopbackChid;
+    d.eid = eid;
+    clc::AcceptConfirm m;
+    m.version = clc::kVersion2;
+    m.firstContact = firstContact;
+    m.path = d;
+    m.fce.osType = clc::kOsLinux;
+    m.fce.release = release;
+    m.fce.hostname = hostname();
+    m.fce.featureMask = clc::kFeatureEmulatedIsm;
+    return m;
+}
+
+// The pool's error as Linux's reason: a device out of DMBs is MAX_DMB, the rest memory.
+clc::DeclineCode bufferDecline(std::error_code e)
+{
+    return e == std::errc::no_space_on_device ? clc::DeclineCode::MaxDmb : clc::DeclineCode::Mem;
+}
+
+Fallback peerDeclined(const clc::Decline& d)
+{
+    return Fallback{d.diagnosis, true};
+}
+
+std::uint32_t groupIdFrom(const clc::SmcdAcceptConfirm& d)
+{
+    std::uint32_t id = 0;
+    for (std::uint8_t b : d.linkId)
+        id = id << 8 | b;
+    return id;
+}
+
+// The peer's half as we may use it: SMC-Dv2 on loopback-ism of this host.
+bool usable(StackCore& stack, const clc::AcceptConfirm& m)
+{
+    const auto* d = std::get_if<clc::SmcdAcceptConfirm>(&m.path);
+    return d != nullptr && m.version >= clc::kVersion2 && d->chid == clc::kLoopbackChid &&
+           d->gid == stack.device().localGid().gid && d->gidExt != 0 && d->token != 0 &&
+           d->dmbeSize <= maxSizeClass(Tech::SmcD);
+}
+
+Result<RemoteDmb> mapPeer(StackCore& stack, const clc::SmcdAcceptConfirm& d, Deadline deadline)
+{
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    Result<RemoteDmb> peer =
+        stack.device().attachRemote({d.gid, d.gidExt}, d.token, std::max(left, 1ms));
+    if (peer && peer->size() != classBytes(d.dmbeSize))
+        return std::make_error_code(std::errc::protocol_error); // not the DMB CLC announced
+    return peer;
+}
+
+} // namespace
+
+clc::Proposal smcdProposal(const IsmGid& gid, const clc::Eid& ueid)
+{
+    clc::Proposal p;
+    p.version = clc::kVersion2;
+    p.typeV1 = clc::SmcType::None;
+    p.typeV2 = clc::SmcType::SmcD;
+    p.v2.release = clc::kRelease1;
+    p.v2.userEids = {ueid};
+    p.v2.featureMask = clc::kFeatureEmulatedIsm;
+    p.smcdV2.entries = {{gid.gid, clc::kLoopbackChid}, {gid.gidExt, clc::kLoopbackChid}};
+    return p;
+}
+
+clc::Hostname hostname()
+{
+    char name[65] = {};
+    ::gethostname(name, sizeof name - 1);
+    return clc::makeHostname(name);
+}
+
+Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    std::optional<clc::Ipv4Address> local;
+    if (wantSmcr(stack, options.mode))
+        local = localIpv4(fd);
+    if (options.mode == Mode::SmcR && (stack.smcr() == nullptr || !local)) {
+        // Linux declines before any PROPOSAL when it has nothing to offer.
+        const auto reason = stack.smcr() ? clc::DeclineCode::CnfErr : clc::DeclineCode::NoSmcrDev;
+        return sendDecline(fd, reason, clc::kVersion1, {}, deadline);
+    }
+    const clc::Proposal offer = proposal(stack, options.mode, local);
+    if (Result<void> sent = writeClc(fd, offer, deadline); !sent)
+        return sent.error();
+    Result<clc::Message> answer = readClc(fd, deadline);
+    if (!answer)
+        return hard(answer.error());
+    if (const auto* d = std::get_if<clc::Decline>(&*answer))
+        return Outcome(peerDeclined(*d));
+    const auto* accept = std::get_if<clc::Accept>(&*answer);
+    if (accept == nullptr)
+        return std::make_error_code(std::errc::protocol_error);
+    const std::uint8_t version = accept->version;
+    if (std::holds_alternative<clc::SmcrAcceptConfirm>(accept->path) &&
+        clc::hasSmcR(version == clc::kVersion1 ? offer.typeV1 : offer.typeV2))
+        return smcrClient(stack, fd, *accept, options);
+    if (!usable(stack, *accept)) // not what we proposed
+        return sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline);
+    const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
+
+    Result<BufferRef> acquired = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
+    if (!acquired)
+        return sendDecline(fd, bufferDecline(acquired.error()), version, {}, deadline);
+    OwnDmb rmb(stack, *acquired);
+    const IsmGid serverGid{server.gid, server.gidExt};
+    Result<RemoteDmb> peer = std::make_error_code(std::errc::invalid_argument);
+    if (stack.device().grant(rmb->dmbToken(), serverGid))
+        peer = mapPeer(stack, server, deadline);
+    if (!peer)
+        return sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline);
+    const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
+    clc::Confirm confirm{
+        ourDmb(stack, rmb.get(), groupIdFrom(server), accept->firstContact, server.eid, release)};
+    if (Result<void> sent = writeClc(fd, confirm, deadline); !sent)
+        return sent.error();
+    return Outcome(SmcdSetup{std::move(rmb), std::move(*peer), serverGid, groupIdFrom(server)});
+}
+
+Result<ServerStep> lift(Result<Outcome> r)
+{
+    if (!r)
+        return r.error();
+    return ServerStep(std::move(*r));
+}
+
+Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    Result<bool> clc = startsWithClc(fd, deadline);
+    if (!clc && clc.error() != std::errc::timed_out)
+        return clc.error();
+    if (!clc || !*clc)
+        return ServerStep(Outcome(Fallback{clc::DeclineCode::PeerNoSmc, false}));
+
+    Result<clc::Message> first = readClc(fd, deadline);
+    if (!first) {
+        if (first.error().category() != clcCategory())
+            return first.error();
+        const bool badVersion = first.error() == ClcErrc::BadVersion;
+        return lift(sendDecline(
+            fd, badVersion ? clc::DeclineCode::VersMismat : clc::DeclineCode::ModeUnsupp,
+            clc::kVersion2, {}, deadline));
+    }
+    if (const auto* d = std::get_if<clc::Decline>(&*first))
+        return ServerStep(Outcome(peerDeclined(*d)));
+    const auto* p = std::get_if<clc::Proposal>(&*first);
+    if (p == nullptr)
+        return lift(sendDecline(fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, {}, deadline));
+    const std::uint8_t version = p->version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
+
+    const clc::Negotiation n = negotiate(capabilities(stack, fd, options.mode), *p);
+    if (const auto* reason = std::get_if<clc::DeclineCode>(&n))
+        return lift(sendDecline(fd, *reason, version, {}, deadline));
+    const clc::Choice& choice = std::get<clc::Choice>(n);
+    if (choice.type == clc::SmcType::SmcR && stack.smcr() != nullptr)
+        return serverResume(stack, fd, smcrRequest(std::move(*p), choice, version, options),
+                            options);
+    if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
+        return lift(sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline));
+
+    Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
+    if (!rmb)
+        return lift(sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline));
+    // Every connection is its own SMC-D group here: one DMB each way, nothing shared.
+    SmcdPending pending{OwnDmb(stack, *rmb),
+                        {choice.peerGid, choice.peerGidExt},
+                        static_cast<std::uint32_t>((*rmb)->dmbToken())};
+    stack.markServerRmb((*rmb)->dmbToken(), true);
+    if (!stack.device().grant((*rmb)->dmbToken(), pending.client))
+        return lift(sendDecline(fd, clc::DeclineCode::IntErr, version, {}, deadline));
+    clc::Accept accept{ourDmb(stack, *rmb, pending.groupId, true, choice.eid, choice.release)};
+    if (Result<void> sent = writeClc(fd, accept, deadline); !sent)
+        return sent.error();
+    return ServerStep(std::move(pending));
+}
+
+Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
+                             const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    const IsmGid& clientGid = pending.client;
+    Result<clc::Message> answer = readClc(fd, deadline);
+    if (answer)
+        if (const auto* d = std::get_if<clc::Decline>(&*answer))
+            return Outcome(peerDeclined(*d));
+    const auto* confirm = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
+    const auto* named = confirm ? std::get_if<clc::SmcdAcceptConfirm>(&confirm->path) : nullptr;
+    // A client of this stack may name its own RMB; one that names an RMB of our servers is
+    // not a client of ours, but a stranger that proposed our GID.
+    if (named == nullptr || !usable(stack, *confirm) || named->gidExt != clientGid.gidExt ||
+        (clientGid == stack.device().localGid() && stack.isServerRmb(named->token))) {
+        return answer ? std::make_error_code(std::errc::protocol_error) : hard(answer.error());
+    }
+    Result<RemoteDmb> peer = mapPeer(stack, *named, deadline);
+    if (!peer)
+        return peer.error();
+    return Outcome(SmcdSetup{std::move(pending.rmb), std::move(*peer), clientGid, pending.groupId});
+}
+
+namespace
+{
+
+// Whether the first contact `parked` waits for ended by its `until`.
+bool awaitFirstContact(StackCore& stack, const SmcrParked& parked)
+{
+    auto ended = std::make_shared<std::promise<void>>();
+    std::future<void> done = ended->get_future();
+    if (!stack.smcr()->firstContacts.park(parked.peer, [ended] { ended->set_value(); }))
+        return true;
+    return done.wait_until(parked.until) == std::future_status::ready;
+}
+
+// The blocking handshake from `step` on: each wait on this thread.
+Result<Outcome> waitOut(StackCore& stack, int fd, Result<ServerStep> step,
+                        const SocketOptions& options)
+{
+    if (!step)
+        return step.error();
+    if (auto* d = std::get_if<SmcdPending>(&*step))
+        return serverFinish(stack, fd, std::move(*d), options);
+    if (auto* r = std::get_if<SmcrPending>(&*step))
+        return serverFinish(stack, fd, std::move(*r), options);
+    auto* parked = std::get_if<SmcrParked>(&*step);
+    if (parked == nullptr)
+        return std::move(std::get<Outcome>(*step));
+    if (!awaitFirstContact(stack, *parked))
+        return serverGiveUp(stack, fd, *parked, options);
+    return waitOut(stack, fd, serverResume(stack, fd, std::move(*parked), options), options);
+}
+
+} // namespace
+
+Result<Outcome> serverHandshake(StackCore& stack, int fd, const SocketOptions& options)
+{
+    return waitOut(stack, fd, serverBegin(stack, fd, options), options);
+}
+
+Result<Outcome> sendDecline(int fd, clc::DeclineCode reason, std::uint8_t version,
+                            const clc::SystemId& id, Deadline deadline)
+{
+    (void)writeClc(fd, clc::makeDecline(reason, version, id), deadline);
+    return Outcome(Fallback{reason, false});
+}
+
+} // namespace smc::net

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// ReadyFd: readiness we set on a socket pair end, for the application's poll loop.
+#include "smc/net/ready_fd.h"
+
+#include <sys/socket.h>
+
+#include <array>
+
+#include "smc/net/tcp.h"
+
+namespace smc::net
+{
+
+Result<ReadyFd> ReadyFd::create()
+{
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
+        return lastError();
+    const int small = 1; // the kernel raises it to its minimum: a few KiB fill it
+    ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    return ReadyFd(UniqueFd(fds[0]), UniqueFd(fds[1]));
+}
+
+ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours) noexcept
+    : app_(std::move(app)), ours_(std::move(ours))
+{
+}
+
+ReadyFd::ReadyFd(ReadyFd&& other) noexcept
+    : app_(std::move(other.app_)), ours_(std::move(other.ours_))
+{
+    MutexLocker lock(other.mutex_);
+    MutexLocker mine(mutex_);
+    readable_ = other.readable_;
+    writable_ = other.writable_;
+}
+
+ReadyFd::~ReadyFd() = default;
+
+void ReadyFd::set(bool readable, bool writable) noexcept
+{
+    MutexLocker lock(mutex_);
+    std::array<std::byte, 4096> junk{};
+    if (readable != readable_) {
+        if (readable)
+            (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        else
+            while (::recv(app_.get(), junk.data(), junk.size(), MSG_DONTWAIT) > 0) {
+            }
+        readable_ = readable;
+    }
+    if (writable != writable_) {
+        if (writable)
+            while (::recv(ours_.get(), junk.data(), junk.size(), MSG_DONTWAIT) > 0) {
+            }
+        else
+            while (::send(app_.get(), junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+            }
+        writable_ = writable;
+    }
+}
+
+} // namespace smc::net
