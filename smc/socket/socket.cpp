@@ -6,6 +6,7 @@
 #include "smc/conn/smcr_connection.h"
 #include "smc/conn/tcp_path.h"
 #include "smc/handshake/handshake.h"
+#include "smc/socket/internal/connecting.h"
 #include "smc/socket/internal/socket_impl.h"
 
 namespace smc
@@ -270,6 +271,7 @@ Socket& Socket::operator=(Socket&& other) noexcept
     if (this != &other) {
         close();
         impl_ = std::move(other.impl_);
+        connecting_ = std::move(other.connecting_);
     }
     return *this;
 }
@@ -293,53 +295,100 @@ Result<Socket> Socket::connect(SmcStack& handle, std::string_view host, std::uin
     return Socket(std::move(*impl));
 }
 
+Result<Socket> Socket::connectAsync(SmcStack& handle, std::string_view host, std::uint16_t port,
+                                    const SocketOptions& options)
+{
+    Result<net::SocketAddress> to = net::resolve(host, port, false);
+    if (!to)
+        return to.error();
+    Result<std::shared_ptr<Connecting>> c = Connecting::start(coreOf(handle), *to, options);
+    if (!c)
+        return c.error();
+    Socket s;
+    s.connecting_ = std::move(*c);
+    return s;
+}
+
+Result<int> Socket::connectFd() const noexcept
+{
+    if (!connecting_)
+        return std::make_error_code(std::errc::not_connected);
+    return connecting_->fd();
+}
+
+Result<void> Socket::connectResult() const
+{
+    if (impl_)
+        return {};
+    if (!connecting_)
+        return std::make_error_code(std::errc::not_connected);
+    Result<std::shared_ptr<SocketImpl>> r = connecting_->await(true);
+    if (!r)
+        return r.error();
+    return {};
+}
+
+Result<SocketImpl*> Socket::live() const
+{
+    if (impl_)
+        return impl_.get();
+    if (!connecting_)
+        return std::make_error_code(std::errc::not_connected);
+    if (SocketImpl* made = connecting_->connection())
+        return made;
+    Result<std::shared_ptr<SocketImpl>> r = connecting_->await(connecting_->nonBlocking());
+    if (!r)
+        return r.error();
+    return r->get();
+}
+
+SocketImpl* Socket::now() const noexcept
+{
+    if (impl_)
+        return impl_.get();
+    return connecting_ ? connecting_->connection() : nullptr;
+}
+
 Result<std::size_t> Socket::send(std::span<const std::byte> data, SendFlags flags)
 {
-    if (!impl_)
-        return std::make_error_code(std::errc::not_connected);
-    return impl_->send(data, flags);
+    Result<SocketImpl*> s = live();
+    return s ? (*s)->send(data, flags) : Result<std::size_t>(s.error());
 }
 
 Result<RecvView> Socket::recvZeroCopy(std::span<std::byte> copyBuffer)
 {
-    if (!impl_)
-        return std::make_error_code(std::errc::not_connected);
-    return impl_->recvZeroCopy(copyBuffer);
+    Result<SocketImpl*> s = live();
+    return s ? (*s)->recvZeroCopy(copyBuffer) : Result<RecvView>(s.error());
 }
 
 Result<void> Socket::releaseView()
 {
-    if (!impl_)
-        return std::make_error_code(std::errc::not_connected);
-    return impl_->releaseView();
+    Result<SocketImpl*> s = live();
+    return s ? (*s)->releaseView() : Result<void>(s.error());
 }
 
 Result<void> Socket::setCork(bool on)
 {
-    if (!impl_)
-        return std::make_error_code(std::errc::not_connected);
-    return impl_->setCork(on);
+    Result<SocketImpl*> s = live();
+    return s ? (*s)->setCork(on) : Result<void>(s.error());
 }
 
 Result<void> Socket::setNoDelay(bool on)
 {
-    if (!impl_)
-        return std::make_error_code(std::errc::not_connected);
-    return impl_->setNoDelay(on);
+    Result<SocketImpl*> s = live();
+    return s ? (*s)->setNoDelay(on) : Result<void>(s.error());
 }
 
 Result<std::size_t> Socket::recv(std::span<std::byte> into)
 {
-    if (!impl_)
-        return std::make_error_code(std::errc::not_connected);
-    return impl_->recv(into);
+    Result<SocketImpl*> s = live();
+    return s ? (*s)->recv(into) : Result<std::size_t>(s.error());
 }
 
 Result<void> Socket::shutdown(Shutdown how)
 {
-    if (!impl_)
-        return std::make_error_code(std::errc::not_connected);
-    return impl_->shutdown(how);
+    Result<SocketImpl*> s = live();
+    return s ? (*s)->shutdown(how) : Result<void>(s.error());
 }
 
 void Socket::close() noexcept
@@ -348,39 +397,50 @@ void Socket::close() noexcept
         impl_->close();
         impl_.reset();
     }
+    if (connecting_) {
+        connecting_->abandon();
+        connecting_.reset();
+    }
 }
 
 Result<int> Socket::pollFd() const noexcept
 {
-    if (!impl_)
+    SocketImpl* s = now();
+    if (s == nullptr)
         return std::make_error_code(std::errc::not_connected);
-    return impl_->pollFd();
+    return s->pollFd();
 }
 
 void Socket::setNonBlocking(bool on) noexcept
 {
     if (impl_)
         impl_->setNonBlocking(on);
+    if (connecting_)
+        connecting_->setNonBlocking(on);
 }
 
 bool Socket::connected() const noexcept
 {
-    return impl_ && impl_->connected();
+    SocketImpl* s = now();
+    return s != nullptr && s->connected();
 }
 
 Transport Socket::transport() const noexcept
 {
-    return impl_ ? impl_->transport() : Transport::None;
+    SocketImpl* s = now();
+    return s ? s->transport() : Transport::None;
 }
 
 std::optional<clc::DeclineCode> Socket::fallbackReason() const noexcept
 {
-    return impl_ ? impl_->fallbackReason() : std::nullopt;
+    SocketImpl* s = now();
+    return s ? s->fallbackReason() : std::nullopt;
 }
 
 ConnectionInfo Socket::info() const
 {
-    return impl_ ? impl_->info() : ConnectionInfo{};
+    SocketImpl* s = now();
+    return s ? s->info() : ConnectionInfo{};
 }
 
 } // namespace smc

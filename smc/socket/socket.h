@@ -20,6 +20,7 @@ namespace smc
 
 class SocketImpl;
 class ListenerImpl;
+class Connecting;
 
 enum class Shutdown : std::uint8_t { Read, Write, Both };
 
@@ -50,6 +51,23 @@ public:
     // options.connectTimeout for TCP and options.clcTimeout per CLC message.
     static Result<Socket> connect(SmcStack& stack, std::string_view host, std::uint16_t port,
                                   const SocketOptions& options = {});
+    // connect() without waiting for it: the TCP connect and the handshake run on the stack's
+    // handshake threads, and the socket returns at once. connectFd() becomes readable when
+    // they are over, connectResult() says how they ended; until then every other call waits
+    // for the end (resource_unavailable_try_again if non-blocking), then goes on, or fails
+    // with the connect's error; pollFd() and the queries below answer for no connection.
+    // Errors: address_not_available or invalid_argument (host, port), eventfd(2)'s. Blocks
+    // only for the resolver when `host` is a name.
+    static Result<Socket> connectAsync(SmcStack& stack, std::string_view host, std::uint16_t port,
+                                       const SocketOptions& options = {});
+    // A connectAsync() socket: a descriptor that turns readable when its connect is over, for
+    // the application's poll/epoll. Valid until close(). Errors: not_connected (no connect
+    // under way or done by connectAsync). Never blocks.
+    Result<int> connectFd() const noexcept;
+    // How the connect ended: resource_unavailable_try_again while it is under way, then
+    // success or connect()'s error. A socket from connect() or accept() has succeeded. Errors:
+    // not_connected (closed, or never connected). Never blocks.
+    Result<void> connectResult() const;
 
     // Up to data.size() bytes; returns how many were taken (≥ 1 unless data is empty).
     // Blocks until some room or options.sendTimeout (negative: forever), unless non-blocking.
@@ -111,7 +129,13 @@ public:
 private:
     friend class Listener;
     explicit Socket(std::shared_ptr<SocketImpl> impl) noexcept;
+    // The connection, once a connectAsync() is over (waiting for it unless non-blocking).
+    Result<SocketImpl*> live() const;
+    // The one that is there now, or null (never waits).
+    SocketImpl* now() const noexcept;
+
     std::shared_ptr<SocketImpl> impl_;
+    std::shared_ptr<Connecting> connecting_; // connectAsync(): until close()
 };
 
 // A listening socket. accept() hands out connections whose handshake is done (SMC or a
