@@ -113,6 +113,8 @@ Result<std::size_t> CdcConnection::copyOut(std::span<const std::byte> data, Dead
         {
             MutexLocker lock(mutex_);
             for (;;) {
+                if (cdc_.closed) // the transport may have let go of its buffers
+                    return errc(std::errc::not_connected);
                 const std::uint64_t mark = waitMark();
                 absorb();
                 if (std::error_code refused = cdc_.sendRefusal())
@@ -192,10 +194,10 @@ Result<std::size_t> CdcConnection::awaitReadable(Deadline deadline, bool nonBloc
 {
     MutexLocker lock(mutex_);
     for (;;) {
+        if (cdc_.closed) // the transport may have let go of its buffers
+            return errc(std::errc::not_connected);
         const std::uint64_t mark = waitMark();
         absorb();
-        if (cdc_.closed)
-            return errc(std::errc::not_connected);
         if (viewOut_ > 0)
             return errc(std::errc::operation_in_progress);
         const std::size_t available = cdc_.stream.readable();
@@ -261,8 +263,7 @@ Result<std::size_t> CdcConnection::recv(std::span<std::byte> into, Deadline dead
 Result<RecvView> CdcConnection::recvView(std::span<std::byte> copy, std::size_t threshold,
                                          Deadline deadline, bool nonBlocking)
 {
-    const std::span<const std::byte> ring = ownRing();
-    if (ring.empty())
+    if (!hasViews())
         return copiedView(
             copy, [&](std::span<std::byte> into) { return recv(into, deadline, nonBlocking); });
     MutexLocker receiving(recvMutex_);
@@ -270,6 +271,8 @@ Result<RecvView> CdcConnection::recvView(std::span<std::byte> copy, std::size_t 
     Result<std::size_t> available = awaitReadable(deadline, nonBlocking, true, at);
     if (!available)
         return available.error();
+    // Open, and close() lets go of the ring only after it has recvMutex_.
+    const std::span<const std::byte> ring = ownRing();
     RecvView v;
     if (*available == 0)
         return v;

@@ -82,7 +82,9 @@ protected:
     }
     // Bytes out of our ring from offset `at` (wrapping). An error aborts the connection.
     virtual Result<void> take(std::size_t at, std::span<std::byte> into) = 0;
-    // Our ring, where the application may read it in place (recvView); empty: copies only.
+    // Whether the application may read our ring in place (recvView), and the ring then (asked
+    // only while the connection is open); else every byte is copied.
+    virtual bool hasViews() const noexcept { return false; }
     virtual std::span<const std::byte> ownRing() const noexcept { return {}; }
     // A send must wait although the ring has room (SMC-R: a lost link, until failover).
     virtual bool sendStalled() const SMC_REQUIRES(mutex_) { return false; }
@@ -92,7 +94,7 @@ protected:
     virtual void detach() noexcept {}
     // close(), last: the buffers go back; no copy runs and none will.
     virtual void release() noexcept = 0;
-    // fillInfo(): the transport's fields (no lock held).
+    // fillInfo(): the transport's fields (no lock held; also after close()).
     virtual void describe(ConnectionInfo& info) const = 0;
 
     // --- For the transports.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -53,8 +54,10 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(ShmIsm& device, S
 
 SmcdConnection::SmcdConnection(ShmIsm& device, SmcdSetup setup, cdc::CdcStream stream,
                                std::chrono::microseconds busyPoll, std::size_t autocorkBytes)
-    : CdcConnection(stream, autocorkBytes), device_(device), setup_(std::move(setup)),
-      busyPoll_(busyPoll)
+    : CdcConnection(stream, autocorkBytes),
+      device_(device), shown_{setup.rmb->size(), setup.peer.size(), setup.rmb->dmbToken(),
+                              setup.peer.token()},
+      setup_(std::move(setup)), busyPoll_(busyPoll)
 {
 }
 
@@ -200,26 +203,30 @@ void SmcdConnection::release() noexcept
 int SmcdConnection::enableEvents() noexcept
 {
     MutexLocker lock(mutex_);
+    if (cdc_.closed) { // our DMB may be gone: closed reads as readable and writable anyway
+        errno = ENOTCONN;
+        return -1;
+    }
     if (!eventsWanted_) {
         eventsWanted_ = true;
         word(ownHead(), kWaitOffset).fetch_or(kWantsEvent, std::memory_order_seq_cst);
     }
-    return device_.signalFd(ownDmb()->dmbToken());
+    return device_.signalFd(shown_.dmbToken);
 }
 
 void SmcdConnection::drainEvents() noexcept
 {
-    (void)device_.drainSignals(ownDmb()->dmbToken());
+    (void)device_.drainSignals(shown_.dmbToken); // a revoked token just has nothing to drain
 }
 
 void SmcdConnection::describe(ConnectionInfo& info) const
 {
     info.transport = Transport::SmcD;
     info.version = 2;
-    info.rmbBytes = ownDmb()->size();
-    info.peerRmbBytes = setup_.peer.size();
-    info.dmbToken = ownDmb()->dmbToken();
-    info.peerDmbToken = setup_.peer.token();
+    info.rmbBytes = shown_.rmbBytes;
+    info.peerRmbBytes = shown_.peerRmbBytes;
+    info.dmbToken = shown_.dmbToken;
+    info.peerDmbToken = shown_.peerDmbToken;
 }
 
 } // namespace smc::net

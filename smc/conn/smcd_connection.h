@@ -64,6 +64,7 @@ private:
     Result<void> put(std::size_t at, std::span<const std::byte> bytes, Deadline deadline,
                      bool nonBlocking) override;
     Result<void> take(std::size_t at, std::span<std::byte> into) override;
+    bool hasViews() const noexcept override { return true; }
     std::span<const std::byte> ownRing() const noexcept override;
     void release() noexcept override;
     void describe(ConnectionInfo& info) const override;
@@ -71,7 +72,14 @@ private:
     void ringPeer() noexcept;
 
     ShmIsm& device_;
-    SmcdSetup setup_; // our DMB and the peer's mapping
+    // What smcss shows of the DMBs, kept apart: close() lets go of them, smcss may still ask.
+    const struct Shown {
+        std::size_t rmbBytes;
+        std::size_t peerRmbBytes;
+        std::uint64_t dmbToken;
+        std::uint64_t peerDmbToken;
+    } shown_;
+    SmcdSetup setup_; // our DMB and the peer's mapping, until close()
     const std::chrono::microseconds busyPoll_;
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
 };

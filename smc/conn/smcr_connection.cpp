@@ -3,6 +3,7 @@
 #include "smc/conn/smcr_connection.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <utility>
 
@@ -72,6 +73,7 @@ void SmcrConnection::stage(const cdc::CdcMessage& m)
         else
             unconfirmed_.push_back({built_, produced, cdc_.bytesReceived});
     }
+    assert(staged_ < outbox_.size()); // every stage is delivered in the same txMutex_ hold
     outbox_[staged_++] = cdc::encodeSmcr(m);
 }
 
@@ -228,6 +230,7 @@ void SmcrConnection::onMoved()
             static_cast<std::uint16_t>(built_ - confirmed_ > kHalf ? built_ - kHalf : confirmed_);
         v.token = peerToken_;
         v.producerFlags.failoverValidation = true;
+        assert(staged_ == 0);
         outbox_[staged_++] = cdc::encodeSmcr(v);
         announce();
     }

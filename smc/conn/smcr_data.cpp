@@ -18,8 +18,9 @@ Result<void> SmcrConnection::put(std::size_t at, std::span<const std::byte> byte
         std::uint64_t moves = 0;
         {
             MutexLocker lock(mutex_);
-            if (cdc_.closed || cdc_.aborted) // send() says which
-                return std::make_error_code(std::errc::connection_reset);
+            // Again after a failover: the peer may have closed or aborted meanwhile.
+            if (std::error_code refused = cdc_.sendRefusal())
+                return refused;
             moves = moves_;
         }
         Result<void> w = group_->write(*conn_, 0, at, bytes.first(first));

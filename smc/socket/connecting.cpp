@@ -2,6 +2,9 @@
 // Socket::connectAsync: the connect and handshake on the stack's handshake threads.
 #include "smc/socket/internal/connecting.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <utility>
 
 namespace smc
@@ -14,13 +17,22 @@ Result<std::shared_ptr<Connecting>> Connecting::start(StackCore& stack, net::Soc
     if (!done)
         return done.error();
     std::shared_ptr<Connecting> c(new Connecting(std::move(*done)));
-    stack.handshakes().postBlocking([c, &stack, to, options] {
+    // The connect's time counts from the call, not from when a handshake thread took it.
+    const net::Deadline deadline = net::deadlineAfter(options.connectTimeout);
+    stack.handshakes().postBlocking([c, &stack, to, options, deadline] {
+        if (c->closed()) { // before it began: nothing to do
+            c->finish(std::make_error_code(std::errc::not_connected));
+            return;
+        }
         // Plain TCP must not invite a Linux peer to CLC.
         Result<UniqueFd> tcp =
-            net::connectTcp(to, net::deadlineAfter(options.connectTimeout),
-                            options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
+            net::connectTcp(to, deadline, options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
         if (!tcp) {
             c->finish(tcp.error());
+            return;
+        }
+        if (!c->follow(tcp->get())) {
+            c->finish(std::make_error_code(std::errc::not_connected));
             return;
         }
         c->finish(establish(stack, std::move(*tcp), false, options));
@@ -28,11 +40,29 @@ Result<std::shared_ptr<Connecting>> Connecting::start(StackCore& stack, net::Soc
     return c;
 }
 
+bool Connecting::closed() noexcept
+{
+    MutexLocker lock(mutex_);
+    return abandoned_;
+}
+
+bool Connecting::follow(int tcp) noexcept
+{
+    MutexLocker lock(mutex_);
+    if (abandoned_)
+        return false;
+    // A descriptor of our own for the socket (the handshake may close its own at any time):
+    // abandon() shuts the socket down through it, which ends a handshake's wait at once.
+    following_ = UniqueFd(::dup(tcp)); // none if dup fails: the handshake ends in its time
+    return true;
+}
+
 void Connecting::finish(Result<std::shared_ptr<SocketImpl>> result) noexcept
 {
     std::shared_ptr<SocketImpl> orphan;
     {
         MutexLocker lock(mutex_);
+        following_.reset();
         if (result) {
             (*result)->setNonBlocking(nonBlocking_.load());
             if (abandoned_)
@@ -50,9 +80,11 @@ void Connecting::finish(Result<std::shared_ptr<SocketImpl>> result) noexcept
 Result<std::shared_ptr<SocketImpl>> Connecting::await(bool nonBlocking)
 {
     MutexLocker lock(mutex_);
-    if (!result_ && nonBlocking)
+    if (!result_ && nonBlocking && !abandoned_)
         return std::make_error_code(std::errc::resource_unavailable_try_again);
-    changed_.wait(lock, [this]() SMC_REQUIRES(mutex_) { return result_.has_value(); });
+    changed_.wait(lock, [this]() SMC_REQUIRES(mutex_) { return result_ || abandoned_; });
+    if (abandoned_)
+        return std::make_error_code(std::errc::not_connected);
     return *result_;
 }
 
@@ -70,9 +102,12 @@ void Connecting::abandon() noexcept
     {
         MutexLocker lock(mutex_);
         abandoned_ = true;
+        if (following_)
+            (void)::shutdown(following_.get(), SHUT_RDWR); // the handshake gives up now
         if (result_ && *result_)
             made = **result_;
     }
+    changed_.notify_all();
     if (made)
         made->close();
 }

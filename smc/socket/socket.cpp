@@ -32,7 +32,12 @@ void SocketImpl::start(std::unique_ptr<net::DataPath> path, Transport transport)
     path_ = std::move(path);
     transport_ = transport;
     // After CLC nothing more comes on the TCP socket: readable means the peer ended it.
-    tcpWatch_ = stack_.executor().watch(tcp_.get(), [this] { onTcpReadable(); });
+    int tcp = -1;
+    {
+        MutexLocker lock(tcpMutex_);
+        tcp = tcp_.get();
+    }
+    tcpWatch_ = stack_.executor().watch(tcp, [this] { onTcpReadable(); });
 }
 
 void SocketImpl::onTcpReadable() noexcept
@@ -148,6 +153,7 @@ void SocketImpl::close() noexcept
     if (const int id = eventWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
     path_->close();
+    MutexLocker lock(tcpMutex_);
     tcp_.reset();
 }
 
@@ -193,6 +199,7 @@ ConnectionInfo SocketImpl::info() const
     path_->fillInfo(i);
     i.fallback = fallback_;
     i.server = server_;
+    MutexLocker lock(tcpMutex_);
     if (tcp_) {
         if (Result<net::SocketAddress> a = net::localAddress(tcp_.get()))
             i.local = a->toString();

@@ -31,7 +31,8 @@ public:
     // MAC), the device's (its Unix socket, the ibverbs device), the pool's. Does not block.
     static Result<std::unique_ptr<SmcStack>> create(StackConfig config = {});
     // Every Socket and Listener made with the stack must be gone first. Waits for running
-    // handshakes to end (each within its CLC timeout).
+    // handshakes to end (each within its CLC timeout) and for the connects of closed
+    // connectAsync() sockets (each ends at once, or within connectTimeout).
     ~SmcStack();
     SmcStack(const SmcStack&) = delete;
     SmcStack& operator=(const SmcStack&) = delete;

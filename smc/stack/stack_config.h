@@ -114,8 +114,9 @@ struct StackConfig {
     // does not leave its buffers behind for good. 0: never.
     std::chrono::milliseconds poolTrimInterval{10'000};
     std::size_t poolKeepFreeBytes = 256 * 1024;
-    // The handshake pool's threads at most (server CLC handshakes, which wait for the peer);
-    // a listener's accept never runs on it (SocketOptions::sharedAcceptQueue aside).
+    // The handshake pool's threads at most: server CLC handshakes (which wait for the peer)
+    // and Socket::connectAsync's connects; a listener's accept never runs on it
+    // (SocketOptions::sharedAcceptQueue aside).
     unsigned handshakeThreads = 16;
     std::optional<SmcrConfig> smcr; // none: no SMC-R
     // With an SMC-R device: SMC's TCP option on our sockets' SYNs and SYN-ACKs, which Linux

@@ -67,14 +67,15 @@ public:
     std::vector<LinkInfo> smcrLinks() const;
 
     Executor& executor() noexcept { return executor_; }
-    // Server handshakes run here (postBlocking), at most StackConfig::handshakeThreads at once.
+    // Server handshakes and asynchronous connects run here (postBlocking), at most
+    // StackConfig::handshakeThreads at once.
     Executor& handshakes() noexcept { return *handshakes_; }
     ShmIsm& device() noexcept { return *device_; }
     BufferPool& pool() noexcept { return *pool_; }
     const clc::Eid& ueid() const noexcept { return ueid_; }
     void countSmcd(bool server) noexcept;
     void countSmcr(bool server) noexcept;
-    // SMC-R, when configured (else null): smc/socket/internal/stack_smcr.h.
+    // SMC-R, when configured (else null): smc/stack/stack_smcr.h.
     struct Smcr;
     Smcr* smcr() noexcept { return smcr_.get(); }
     // SMC's TCP option for our sockets' handshakes, or null (tcpOptionError() says why).
@@ -114,7 +115,7 @@ private:
 
     mutable Mutex mutex_;
     StackStats stats_ SMC_GUARDED_BY(mutex_);
-    // Last: its running handshakes finish (the destructor waits) while the rest is here.
+    // The destructor ends it first: its running handshakes finish while the rest is here.
     std::unique_ptr<Executor> handshakes_;
     std::vector<std::weak_ptr<Listed>> listed_ SMC_GUARDED_BY(mutex_);
     std::set<std::uint64_t> serverRmbs_ SMC_GUARDED_BY(mutex_);

@@ -16,6 +16,7 @@
 #include "smc/ism/shm_ism.h"
 #include "smc/net/clc_io.h"
 #include "smc/net/tcp.h"
+#include "smc/socket/internal/socket_impl.h"
 #include "tests/libtest/socket_stream.h"
 
 namespace smc
@@ -342,6 +343,45 @@ TEST(Socket, AnEmptyOrClosedSocketHasNoTransportAndNoDescriptor)
     ASSERT_TRUE(moved.pollFd());
     moved.close();
     EXPECT_EQ(moved.pollFd().error(), std::errc::not_connected);
+}
+
+// smcss may look at a connection (another thread, StackCore::connections) while it closes:
+// what it shows of the DMBs must not come from the DMBs close() gave back.
+TEST(Socket, SmcssMayListAConnectionWhileItCloses)
+{
+    auto server = makeStack();
+    auto client = makeStack();
+    std::atomic<bool> done{false};
+    std::atomic<std::uint64_t> seen{0};
+    std::thread lister([&] {
+        while (!done)
+            for (const ConnectionInfo& i : client->connections()) {
+                EXPECT_GT(i.rmbBytes, 0u);
+                ++seen;
+            }
+    });
+    for (int round = 0; round < 300; ++round) {
+        Pair p = connectPair(*server, *client);
+        ASSERT_EQ(p.client.transport(), Transport::SmcD);
+        p.client.close();
+    }
+    done = true;
+    lister.join();
+    EXPECT_GT(seen.load(), 0u); // it did look while connections were there
+
+    // The same, without the race: the connection as the stack's list holds it, closed first.
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0)).value();
+    auto to = net::resolve("127.0.0.1", l.port(), false).value();
+    UniqueFd tcp = std::move(net::connectTcp(to, net::deadlineAfter(10s))).value();
+    std::shared_ptr<SocketImpl> c =
+        std::move(establish(coreOf(*client), std::move(tcp), false, SocketOptions{})).value();
+    Socket accepted = std::move(l.accept(10s)).value();
+    ASSERT_EQ(c->transport(), Transport::SmcD);
+    c->close();
+    const ConnectionInfo after = c->info();
+    EXPECT_EQ(after.state, "CLOSED");
+    EXPECT_GT(after.rmbBytes, 0u);
+    EXPECT_EQ(c->pollFd().error(), std::errc::not_connected);
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 #include "base/event_fd.h"
 #include "base/mutex.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "smc/net/tcp.h"
 #include "smc/socket/internal/socket_impl.h"
 
@@ -34,11 +35,16 @@ public:
     // The socket's non-blocking flag, handed to the connection once there is one.
     void setNonBlocking(bool on) noexcept;
     bool nonBlocking() const noexcept { return nonBlocking_.load(); }
-    // The socket is closed: a connection made later is closed at once. Never blocks.
+    // The socket is closed: a handshake under way is cut short (its TCP socket shut down), a
+    // connection made later is closed at once; waiters get not_connected. Never blocks.
     void abandon() noexcept;
 
 private:
     explicit Connecting(EventFd done) noexcept : done_(std::move(done)) {}
+    // The task's steps: whether abandon() ran; the TCP socket the handshake runs on (false:
+    // abandoned); the end.
+    bool closed() noexcept;
+    bool follow(int tcp) noexcept;
     void finish(Result<std::shared_ptr<SocketImpl>> result) noexcept;
 
     const EventFd done_;
@@ -48,6 +54,7 @@ private:
     ConditionVariable changed_;
     std::optional<Result<std::shared_ptr<SocketImpl>>> result_ SMC_GUARDED_BY(mutex_);
     bool abandoned_ SMC_GUARDED_BY(mutex_) = false;
+    UniqueFd following_ SMC_GUARDED_BY(mutex_); // a dup of the handshake's TCP socket
 };
 
 } // namespace smc

@@ -58,7 +58,8 @@ private:
     void onTcpReadable() noexcept;
 
     StackCore& stack_;
-    UniqueFd tcp_;
+    mutable Mutex tcpMutex_; // close() lets go of the TCP socket while smcss may read it
+    UniqueFd tcp_ SMC_GUARDED_BY(tcpMutex_);
     const bool server_;
     const SocketOptions options_;
     const std::optional<clc::DeclineCode> fallback_;
