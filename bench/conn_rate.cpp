@@ -151,11 +151,12 @@ void serve(Socket s)
             stack = makeStack(c.policy);
         SocketOptions o;
         o.mode = c.mode;
-        o.sharedAcceptQueue = c.sharedQueue;
-        o.handshakeLimit = handshakeLimit;
         o.rmbBytes = 64 << 10; // Linux's default RMB (sk_rcvbuf / 2)
         o.busyPoll = {};
-        Result<Listener> l = Listener::listen(*stack, "127.0.0.1", 0, o);
+        ListenerOptions limits;
+        limits.sharedAcceptQueue = c.sharedQueue;
+        limits.handshakeLimit = handshakeLimit;
+        Result<Listener> l = Listener::listen(*stack, "127.0.0.1", 0, o, limits);
         if (!l)
             die("listen", l.error());
         listeners.push_back(std::move(*l));
@@ -451,7 +452,7 @@ int main(int argc, char** argv)
     double seconds = 1.0;
     unsigned burst = 10000;
     double burstSeconds = 5.0;
-    unsigned handshakeLimit = static_cast<unsigned>(SocketOptions{}.handshakeLimit);
+    unsigned handshakeLimit = static_cast<unsigned>(ListenerOptions{}.handshakeLimit);
     std::string csv, plot;
     Args args("[--threads T,T,...] [--seconds S] [--burst C] [--burst-seconds S]\n"
               "[--handshake-limit N] [--csv FILE] [--plot FILE.png]\n"

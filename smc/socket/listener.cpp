@@ -14,7 +14,7 @@ namespace smc
 
 Result<void> ListenerImpl::start()
 {
-    if (!options_.sharedAcceptQueue) {
+    if (!limits_.sharedAcceptQueue) {
         Result<EventFd> stop = EventFd::create();
         Result<EventFd> room = EventFd::create();
         if (!stop || !room)
@@ -86,7 +86,7 @@ void ListenerImpl::onReadable() noexcept
 
 bool ListenerImpl::acceptAll() noexcept
 {
-    while (options_.sharedAcceptQueue || hasRoom()) {
+    while (limits_.sharedAcceptQueue || hasRoom()) {
         const int fd = ::accept4(tcp_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) // EAGAIN, or an error the next readiness reports again
             return errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM;
@@ -261,7 +261,7 @@ Listener& Listener::operator=(Listener&& other) noexcept
 }
 
 Result<Listener> Listener::listen(SmcStack& handle, std::string_view host, std::uint16_t port,
-                                  const SocketOptions& options)
+                                  const SocketOptions& options, const ListenerOptions& limits)
 {
     StackCore& stack = coreOf(handle);
     Result<net::SocketAddress> at = net::resolve(host, port, true);
@@ -275,7 +275,8 @@ Result<Listener> Listener::listen(SmcStack& handle, std::string_view host, std::
     if (!ready)
         return ready.error();
     Listener l;
-    l.impl_ = std::make_shared<ListenerImpl>(stack, std::move(*tcp), options, std::move(*ready));
+    l.impl_ =
+        std::make_shared<ListenerImpl>(stack, std::move(*tcp), options, limits, std::move(*ready));
     if (Result<void> r = l.impl_->start(); !r)
         return r.error();
     return l;

@@ -20,7 +20,7 @@ void ListenerImpl::admit(UniqueFd fd) noexcept
     }
     // One host may hold half the handshakes waiting for their peer, so a host that
     // stalls its connections leaves room for others.
-    const std::size_t limit = options_.sharedAcceptQueue ? 0 : options_.handshakeLimit;
+    const std::size_t limit = limits_.sharedAcceptQueue ? 0 : limits_.handshakeLimit;
     if (limit > 0 && (pending_.load(std::memory_order_relaxed) >= limit ||
                       arrivals_->waitingFrom(Arrivals::sourceOf(fd.get())) >=
                           std::max<std::size_t>(limit / 2, 1))) {
@@ -28,7 +28,7 @@ void ListenerImpl::admit(UniqueFd fd) noexcept
         return;
     }
     pending_.fetch_add(1, std::memory_order_relaxed);
-    if (options_.sharedAcceptQueue) // the old design: the handshake waits on the pool
+    if (limits_.sharedAcceptQueue) // the old design: the handshake waits on the pool
         handshake(std::move(fd), false);
     else
         awaitMessage(std::move(fd),
@@ -61,7 +61,7 @@ void ListenerImpl::park(UniqueFd fd, net::SmcrParked parked) noexcept
 void ListenerImpl::handshake(UniqueFd fd, bool late) noexcept
 {
     run(std::move(fd), late, [this](int f, const SocketOptions& o) {
-        if (options_.sharedAcceptQueue)
+        if (limits_.sharedAcceptQueue)
             return net::lift(net::serverHandshake(stack_, f, o));
         return net::serverBegin(stack_, f, o);
     });

@@ -140,7 +140,7 @@ private:
 
 // A listening socket. accept() hands out connections whose handshake is done (SMC or a
 // fallback). The listener accepts TCP on a thread of its own and runs handshakes on the
-// stack's handshake pool; past options.handshakeLimit pending ones, new connections go to
+// stack's handshake pool; past ListenerOptions::handshakeLimit pending ones, new connections go to
 // TCP at once.
 class Listener
 {
@@ -150,11 +150,13 @@ public:
     Listener(Listener&&) noexcept;
     Listener& operator=(Listener&&) noexcept;
 
-    // Binds and listens ("" = every address; port 0 = any free port). Errors: bind(2)'s and
-    // listen(2)'s (address_in_use, permission_denied, ...), address_not_available (host),
-    // eventfd(2)'s. Does not block beyond name resolution.
+    // Binds and listens ("" = every address; port 0 = any free port); `options` for the
+    // connections it hands out, `limits` its own. Errors: bind(2)'s and listen(2)'s
+    // (address_in_use, permission_denied, ...), address_not_available (host), eventfd(2)'s.
+    // Does not block beyond name resolution.
     static Result<Listener> listen(SmcStack& stack, std::string_view host, std::uint16_t port,
-                                   const SocketOptions& options = {});
+                                   const SocketOptions& options = {},
+                                   const ListenerOptions& limits = {});
 
     // The next connection. Blocks up to `timeout` (negative: forever). Errors: timed_out,
     // not_connected (closed). Connections whose handshake failed hard never show up here.

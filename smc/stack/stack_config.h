@@ -54,21 +54,25 @@ struct SocketOptions {
     // read this small, or the piece of one past the ring's wrap (a straggler). Below it a
     // copy costs less than the application's extra release call (bench/zerocopy_recv).
     std::size_t zeroCopyThreshold = 4096;
-    // Listeners (Linux's limit_smc_hs): handshakes of this listener queued or
-    // running, past which a new connection goes to TCP at once (a DECLINE, PEERNOSMC, as
-    // Linux's SYN without the SMC option makes it) instead of waiting; 0: no limit. So does
-    // a new connection from a host that has half of it waiting for its CLC messages already.
+};
+
+// What a listener has besides the options of the connections it hands out.
+struct ListenerOptions {
+    // Handshakes queued or running (Linux's limit_smc_hs), past which a new connection goes
+    // to TCP at once (a DECLINE, PEERNOSMC, as Linux's SYN without the SMC option makes it)
+    // instead of waiting; 0: no limit. So does a new connection from a host that has half
+    // of it waiting for its CLC messages already.
     std::size_t handshakeLimit = 256;
-    // Listeners: accept on the handshake pool, behind the handshakes, as Linux did before
-    // 2022 (one workqueue for both) -- for comparison only: a burst of handshakes
+    // Connections done with their handshake that wait for accept(), at most (listen(2)'s
+    // backlog; 0 counts as 1; those in their handshake are handshakeLimit's). Past it the
+    // listener stops taking connections and the kernel's listen queue holds them; queued
+    // connections that are already over (abandoned by their peer, nothing to read) are
+    // dropped to make room and never handed out. Not with sharedAcceptQueue.
+    std::size_t backlog = 4096;
+    // For comparison only (bench/conn_rate): accept on the handshake pool, behind the
+    // handshakes, as Linux did before 2022 (one workqueue for both); a burst of handshakes
     // starves accept() and the listen queue overflows. No limit applies then.
     bool sharedAcceptQueue = false;
-    // Listeners: connections done with their handshake that wait for accept(), at most
-    // (listen(2)'s backlog; 0 counts as 1; those in their handshake are handshakeLimit's).
-    // Past it the listener stops taking connections and the kernel's listen queue holds them;
-    // queued connections that are already over (abandoned by their peer, nothing to read)
-    // are dropped to make room and never handed out. Not with sharedAcceptQueue.
-    std::size_t backlog = 4096;
 };
 
 // The stack's SMC-R device: what makes links, and what CLC announces of it.

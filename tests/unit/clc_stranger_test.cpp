@@ -162,10 +162,10 @@ TEST(ClcStranger, ALimitedConnectionSleepsThroughAPartialProposal)
 {
     auto stack = makeStack();
     SocketOptions o;
-    o.handshakeLimit = 1;
     o.clcTimeout = 60s;
     o.recvTimeout = 400ms;
-    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0, o)).value();
+    Listener l =
+        std::move(Listener::listen(*stack, "127.0.0.1", 0, o, {.handshakeLimit = 1})).value();
     UniqueFd holder = connectRaw(l.port()); // silent: holds the one handshake
     UniqueFd raw = connectRaw(l.port());
     Socket s = std::move(l.accept(20s)).value();

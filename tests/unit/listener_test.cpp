@@ -91,9 +91,8 @@ TEST(Listener, UnacceptedConnectionsAreBoundedAndTheAbandonedDropped)
     auto server = stackWithPool(2);
     auto client = stackWithPool(2);
     SocketOptions o;
-    o.backlog = 4;
     o.clcTimeout = 5s;
-    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o, {.backlog = 4})).value();
     const std::size_t fds = openFds();
     const std::size_t maps = memfdMappings();
     // Opens a connection and closes it once the server has it whole (before, a close makes
@@ -159,9 +158,9 @@ TEST(Listener, OneHostHoldsAtMostHalfTheHandshakes)
     auto server = stackWithPool(1);
     auto client = stackWithPool(1);
     SocketOptions o;
-    o.handshakeLimit = 4;
     o.clcTimeout = 3s;
-    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    Listener l =
+        std::move(Listener::listen(*server, "127.0.0.1", 0, o, {.handshakeLimit = 4})).value();
     std::vector<UniqueFd> stalled;
     for (int i = 0; i < 4; ++i)
         stalled.push_back(silentClientFrom("127.0.0.2", l.port()));
@@ -186,9 +185,9 @@ TEST(Listener, PastTheHandshakeLimitConnectionsGoTcpAtOnce)
     auto server = stackWithPool(1);
     auto client = stackWithPool(1);
     SocketOptions o;
-    o.handshakeLimit = 1;
     o.clcTimeout = 3s;
-    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    Listener l =
+        std::move(Listener::listen(*server, "127.0.0.1", 0, o, {.handshakeLimit = 1})).value();
     UniqueFd silent = silentClient(l.port());
     std::this_thread::sleep_for(100ms); // its handshake is pending now
 
@@ -223,10 +222,9 @@ TEST(Listener, SharedQueueStarvesAcceptBehindAHandshake)
     auto server = stackWithPool(1);
     auto client = stackWithPool(1);
     SocketOptions o;
-    o.sharedAcceptQueue = true;
-    o.handshakeLimit = 1; // no effect on the shared queue
     o.clcTimeout = 1500ms;
-    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    ListenerOptions shared{.handshakeLimit = 1, .sharedAcceptQueue = true}; // no limit there
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o, shared)).value();
     UniqueFd silent = silentClient(l.port());
     std::this_thread::sleep_for(100ms); // accepted; its handshake holds the only thread
 
@@ -253,9 +251,10 @@ TEST(Listener, SharedQueueClosesWithAcceptingQueued)
 {
     auto server = stackWithPool(1);
     SocketOptions o;
-    o.sharedAcceptQueue = true;
     o.clcTimeout = 500ms;
-    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, o)).value();
+    Listener l =
+        std::move(Listener::listen(*server, "127.0.0.1", 0, o, {.sharedAcceptQueue = true}))
+            .value();
     UniqueFd silent = silentClient(l.port());
     std::this_thread::sleep_for(100ms);       // its handshake holds the only thread
     UniqueFd second = silentClient(l.port()); // its accepting is queued behind

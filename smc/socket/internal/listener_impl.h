@@ -24,18 +24,19 @@ namespace smc
 
 // Admission never waits for a handshake (seed 003): the listener's own thread accepts and
 // hands each new TCP connection to the stack's handshake pool, which runs CLC and queues the
-// outcome. Past options.handshakeLimit pending handshakes a new connection is declined at once and
-// goes to TCP. At most options.backlog connections wait for accept(); past that the listener
+// outcome. Past limits.handshakeLimit pending handshakes a new connection is declined at once and
+// goes to TCP. At most limits.backlog connections wait for accept(); past that the listener
 // stops accepting and the kernel's listen queue pushes back, and queued connections that are
 // already over are dropped to make room.
-// options.sharedAcceptQueue runs the accepting on the pool instead, behind the handshakes
+// limits.sharedAcceptQueue runs the accepting on the pool instead, behind the handshakes
 // (the old design, for comparison; no limits).
 class ListenerImpl : public std::enable_shared_from_this<ListenerImpl>
 {
 public:
-    ListenerImpl(StackCore& stack, UniqueFd tcp, const SocketOptions& options, EventFd ready)
-        : stack_(stack), tcp_(std::move(tcp)), options_(options), ready_(std::move(ready)),
-          arrivals_(std::make_shared<Arrivals>(stack.executor()))
+    ListenerImpl(StackCore& stack, UniqueFd tcp, const SocketOptions& options,
+                 const ListenerOptions& limits, EventFd ready)
+        : stack_(stack), tcp_(std::move(tcp)), options_(options), limits_(limits),
+          ready_(std::move(ready)), arrivals_(std::make_shared<Arrivals>(stack.executor()))
     {
     }
 
@@ -66,12 +67,12 @@ private:
     // or memory stopped it.
     bool acceptAll() noexcept;
 
-    // Whether another connection may come in (options.backlog); when not, first drops
+    // Whether another connection may come in (limits.backlog); when not, first drops
     // queued connections that are over. A scan looks at every connection: at most one per
     // kScanPeriod.
     bool hasRoom() noexcept;
 
-    std::size_t backlog() const noexcept { return std::max<std::size_t>(options_.backlog, 1); }
+    std::size_t backlog() const noexcept { return std::max<std::size_t>(limits_.backlog, 1); }
     static constexpr std::chrono::milliseconds kScanPeriod{100};
 
     std::vector<std::shared_ptr<SocketImpl>> takeAbandonedLocked() SMC_REQUIRES(mutex_);
@@ -131,9 +132,10 @@ private:
 
     StackCore& stack_;
     UniqueFd tcp_;
-    const SocketOptions options_;
-    EventFd ready_; // readable while the queue holds a connection
-    EventFd stop_;  // close() tells the accepting thread to end
+    const SocketOptions options_;  // the connections'
+    const ListenerOptions limits_; // our own
+    EventFd ready_;                // readable while the queue holds a connection
+    EventFd stop_;                 // close() tells the accepting thread to end
     // An eventfd: the accepting thread, waiting for room, looks again (shared with queued
     // connections' peer-gone hooks, which may outlive the listener).
     std::shared_ptr<EventFd> room_;
