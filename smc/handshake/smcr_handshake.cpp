@@ -81,13 +81,10 @@ NewGroup newGroup(StackCore::Smcr& smcr, Role role, const SystemId& peer, GroupT
     return g;
 }
 
-GroupTerms groupTerms(const std::optional<V2Terms>& v2)
+OurTerms ourTerms(const StackCore::Smcr& smcr)
 {
-    if (!v2)
-        return {};
-    if (v2->fce.release < clc::kRelease1)
-        return {clc::kVersion2};
-    return {clc::kVersion2, v2->fce.maxConns, v2->fce.maxLinks};
+    const LinkGroupConfig& d = smcr.groups->defaults();
+    return {d.maxConns, d.maxLinks, hostname()};
 }
 
 std::size_t maxMessage(const std::optional<V2Terms>& v2)
@@ -126,31 +123,6 @@ clc::AcceptConfirm ours(StackCore& stack, const LinkAddress& link, const LinkGro
 
 namespace
 {
-
-// The client's v2 terms from a first-contact ACCEPT, or why it declines (Linux
-// smc_connect_rdma_v2_prepare, smc_clc_clnt_v2x_features_validate), within what we proposed.
-std::variant<V2Terms, DeclineCode> clientTerms(const StackCore::Smcr& smcr,
-                                               const clc::Accept& accept)
-{
-    const clc::FirstContactExt& f = accept.fce;
-    if (!f.v2Direct)
-        return DeclineCode::NoIndirect; // we route directly only
-    if (f.release > clc::kRelease1)
-        return DeclineCode::VersMismat;
-    if (f.release >= clc::kRelease1 && f.maxConns < 16)
-        return DeclineCode::MaxConnErr;
-    if (f.release >= clc::kRelease1 &&
-        (f.maxLinks < 1 || f.maxLinks > smcr.groups->defaults().maxLinks))
-        return DeclineCode::MaxLinkErr;
-    V2Terms t;
-    t.eid = std::get<clc::SmcrAcceptConfirm>(accept.path).eid;
-    t.fce = f; // echoed: the server checks release and limits for equality
-    t.fce.osType = clc::kOsLinux;
-    t.fce.hostname = hostname();
-    t.fce.featureMask &= clc::kFeatureEmulatedIsm;
-    t.fce.vendorOptions = 0;
-    return t;
-}
 
 } // namespace
 
@@ -275,7 +247,7 @@ Result<Outcome> smcrClient(StackCore& stack, int fd, const clc::Accept& accept,
     if (llcVersion >= clc::kVersion2) {
         v2 = V2Terms{a.eid, {}};
         if (accept.firstContact) {
-            std::variant<V2Terms, DeclineCode> terms = clientTerms(smcr, accept);
+            std::variant<V2Terms, DeclineCode> terms = clientTerms(accept, ourTerms(smcr));
             if (const auto* reason = std::get_if<DeclineCode>(&terms))
                 return decline(stack, fd, *reason, version, options);
             v2 = std::get<V2Terms>(terms);

@@ -9,6 +9,7 @@
 
 #include "smc/clc/clc_negotiate.h"
 #include "smc/handshake/handshake.h"
+#include "smc/handshake/smcr_terms.h"
 #include "smc/net/tcp.h"
 #include "smc/stack/stack_smcr.h"
 
@@ -72,13 +73,8 @@ NewGroup newGroup(StackCore::Smcr& smcr, Role role, const SystemId& peer, GroupT
                   const SocketOptions& options, clc::DeclineCode noLink,
                   const std::function<Result<NewLink>()>& makeLink);
 
-// What SMC-Rv2 adds to our ACCEPT or CONFIRM: the EID, and on first contact the extension.
-struct V2Terms {
-    clc::Eid eid{};
-    clc::FirstContactExt fce{};
-};
-// The group terms a v2 first contact agreed on: release 1's limits, else our defaults.
-GroupTerms groupTerms(const std::optional<V2Terms>& v2);
+// Our side of SMC-Rv2's first-contact terms: the groups' default limits, our host name.
+OurTerms ourTerms(const StackCore::Smcr& smcr);
 // The longest LLC message of the group's links.
 std::size_t maxMessage(const std::optional<V2Terms>& v2);
 // Our half of ACCEPT or CONFIRM: the connection's link and RMB there.

@@ -12,45 +12,6 @@ namespace smc::net
 
 using clc::DeclineCode;
 
-namespace
-{
-
-// The server's v2 terms for `choice` (Linux smc_clc_fill_fce_v2x): a direct route, as
-// negotiate() takes no other; the limits of release 1, the smaller of theirs and ours.
-V2Terms serverTerms(const StackCore::Smcr& smcr, const clc::Proposal& p, const clc::Choice& choice)
-{
-    V2Terms t;
-    t.eid = choice.eid;
-    t.fce.v2Direct = true;
-    t.fce.osType = clc::kOsLinux;
-    t.fce.release = choice.release;
-    t.fce.hostname = hostname();
-    if (choice.release >= clc::kRelease1) {
-        t.fce.maxConns = static_cast<std::uint8_t>(
-            std::min<unsigned>(p.v2.maxConns, smcr.groups->defaults().maxConns));
-        t.fce.maxLinks = static_cast<std::uint8_t>(
-            std::min<unsigned>(p.v2.maxLinks, smcr.groups->defaults().maxLinks));
-        t.fce.featureMask = p.v2.featureMask & clc::kFeatureEmulatedIsm;
-    }
-    return t;
-}
-
-// The server's check of a first-contact CONFIRM's echo (Linux
-// smc_clc_v2x_features_confirm_check): what it agreed to, unchanged.
-std::optional<DeclineCode> echoMismatch(const clc::FirstContactExt& ours,
-                                        const clc::FirstContactExt& echo)
-{
-    if (echo.release != ours.release)
-        return DeclineCode::ReleaseErr;
-    if (ours.release >= clc::kRelease1 && echo.maxConns != ours.maxConns)
-        return DeclineCode::MaxConnErr;
-    if (ours.release >= clc::kRelease1 && echo.maxLinks != ours.maxLinks)
-        return DeclineCode::MaxLinkErr;
-    return std::nullopt;
-}
-
-} // namespace
-
 void SmcrPending::fail(const char* why) noexcept
 {
     if (group == nullptr)
@@ -83,7 +44,7 @@ Result<ServerStep> serverResume(StackCore& stack, int fd, SmcrParked request,
     const clc::Proposal& proposal = request.proposal;
     std::optional<V2Terms> v2;
     if (request.choice.version >= clc::kVersion2)
-        v2 = serverTerms(smcr, proposal, request.choice);
+        v2 = serverTerms(proposal, request.choice, ourTerms(smcr));
     const std::uint8_t version = request.version;
 
     // Same peer system id and a live link to the device it proposes from (v2: its GID in
