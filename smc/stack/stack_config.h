@@ -120,7 +120,7 @@ struct StackConfig {
     std::size_t poolKeepFreeBytes = 256 * 1024;
     // The handshake pool's threads at most: server CLC handshakes (which wait for the peer)
     // and Socket::connectAsync's connects; a listener's accept never runs on it
-    // (SocketOptions::sharedAcceptQueue aside).
+    // (ListenerOptions::sharedAcceptQueue aside).
     unsigned handshakeThreads = 16;
     std::optional<SmcrConfig> smcr; // none: no SMC-R
     // With an SMC-R device: SMC's TCP option on our sockets' SYNs and SYN-ACKs, which Linux
