@@ -68,6 +68,26 @@ bool CdcConnection::act(const cdc::CloseAction& action)
     return true;
 }
 
+Result<std::uint64_t> CdcConnection::look()
+{
+    if (cdc_.closed) // the transport may have let go of its buffers
+        return errc(std::errc::not_connected);
+    const std::uint64_t mark = waitMark(); // first: a change after it ends the wait below
+    absorb();
+    return mark;
+}
+
+Result<void> CdcConnection::waitPast(MutexLocker& lock, std::uint64_t mark, Deadline deadline,
+                                     bool nonBlocking)
+{
+    if (nonBlocking)
+        return errc(std::errc::resource_unavailable_try_again);
+    if (Clock::now() >= deadline)
+        return errc(std::errc::timed_out);
+    wait(lock, mark, deadline);
+    return {};
+}
+
 // --- Send -------------------------------------------------------------------------------
 
 Result<std::size_t> CdcConnection::send(std::span<const std::byte> data, Deadline deadline,
@@ -113,10 +133,9 @@ Result<std::size_t> CdcConnection::copyOut(std::span<const std::byte> data, Dead
         {
             MutexLocker lock(mutex_);
             for (;;) {
-                if (cdc_.closed) // the transport may have let go of its buffers
-                    return errc(std::errc::not_connected);
-                const std::uint64_t mark = waitMark();
-                absorb();
+                Result<std::uint64_t> mark = look();
+                if (!mark)
+                    return mark.error();
                 if (std::error_code refused = cdc_.sendRefusal())
                     return refused;
                 if (data.empty())
@@ -125,11 +144,8 @@ Result<std::size_t> CdcConnection::copyOut(std::span<const std::byte> data, Dead
                 at = cdc_.stream.producer();
                 if (space > 0 || !blockedSent_)
                     break;
-                if (nonBlocking)
-                    return errc(std::errc::resource_unavailable_try_again);
-                if (Clock::now() >= deadline)
-                    return errc(std::errc::timed_out);
-                wait(lock, mark, deadline);
+                if (Result<void> w = waitPast(lock, *mark, deadline, nonBlocking); !w)
+                    return w.error();
             }
         }
         if (space == 0) { // write_blocked: the peer answers with its consumer cursor
@@ -194,10 +210,9 @@ Result<std::size_t> CdcConnection::awaitReadable(Deadline deadline, bool nonBloc
 {
     MutexLocker lock(mutex_);
     for (;;) {
-        if (cdc_.closed) // the transport may have let go of its buffers
-            return errc(std::errc::not_connected);
-        const std::uint64_t mark = waitMark();
-        absorb();
+        Result<std::uint64_t> mark = look();
+        if (!mark)
+            return mark.error();
         if (viewOut_ > 0)
             return errc(std::errc::operation_in_progress);
         const std::size_t available = cdc_.stream.readable();
@@ -208,11 +223,8 @@ Result<std::size_t> CdcConnection::awaitReadable(Deadline deadline, bool nonBloc
             return *end;
         if (!block)
             return std::size_t{0};
-        if (nonBlocking)
-            return errc(std::errc::resource_unavailable_try_again);
-        if (Clock::now() >= deadline)
-            return errc(std::errc::timed_out);
-        wait(lock, mark, deadline);
+        if (Result<void> w = waitPast(lock, *mark, deadline, nonBlocking); !w)
+            return w.error();
     }
 }
 

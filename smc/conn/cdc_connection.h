@@ -111,6 +111,13 @@ protected:
     CdcState cdc_ SMC_GUARDED_BY(mutex_);
 
 private:
+    // The start of a wait loop's look: not_connected once closed, else the wake-up mark taken
+    // before what the peer left is taken in (so nothing after it is missed).
+    Result<std::uint64_t> look() SMC_REQUIRES(mutex_);
+    // Nothing to do yet: try-again when non-blocking, timed_out past the deadline, else a
+    // wait for a wake-up past `mark`.
+    Result<void> waitPast(MutexLocker& lock, std::uint64_t mark, Deadline deadline,
+                          bool nonBlocking) SMC_REQUIRES(mutex_);
     // send() up to the copy: how many bytes went into the peer's ring (not produced yet).
     Result<std::size_t> copyOut(std::span<const std::byte> data, Deadline deadline,
                                 bool nonBlocking) SMC_REQUIRES(sendMutex_);
