@@ -24,9 +24,7 @@ Result<std::shared_ptr<Connecting>> Connecting::start(StackCore& stack, net::Soc
             c->finish(std::make_error_code(std::errc::not_connected));
             return;
         }
-        // Plain TCP must not invite a Linux peer to CLC.
-        Result<UniqueFd> tcp =
-            net::connectTcp(to, deadline, options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
+        Result<UniqueFd> tcp = clientTcp(stack, to, deadline, options);
         if (!tcp) {
             c->finish(tcp.error());
             return;

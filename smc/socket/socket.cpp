@@ -209,6 +209,12 @@ ConnectionInfo SocketImpl::info() const
     return i;
 }
 
+Result<UniqueFd> clientTcp(StackCore& stack, const net::SocketAddress& to, net::Deadline deadline,
+                           const SocketOptions& options)
+{
+    return net::connectTcp(to, deadline, options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
+}
+
 Result<std::shared_ptr<SocketImpl>> establish(StackCore& stack, UniqueFd tcp, bool server,
                                               const SocketOptions& options)
 {
@@ -291,9 +297,8 @@ Result<Socket> Socket::connect(SmcStack& handle, std::string_view host, std::uin
     Result<net::SocketAddress> to = net::resolve(host, port, false);
     if (!to)
         return to.error();
-    // Plain TCP must not invite a Linux peer to CLC.
-    Result<UniqueFd> tcp = net::connectTcp(*to, net::deadlineAfter(options.connectTimeout),
-                                           options.mode == Mode::Tcp ? nullptr : stack.tcpOption());
+    Result<UniqueFd> tcp =
+        clientTcp(stack, *to, net::deadlineAfter(options.connectTimeout), options);
     if (!tcp)
         return tcp.error();
     Result<std::shared_ptr<SocketImpl>> impl = establish(stack, std::move(*tcp), false, options);

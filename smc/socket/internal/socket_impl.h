@@ -81,6 +81,10 @@ private:
     std::function<void()> peerGoneHook_ SMC_GUARDED_BY(tcpWatchRunning_);
 };
 
+// A client's TCP connection, with SMC's TCP option on its SYN unless plain TCP is forced (a
+// Linux peer would then expect CLC). Errors: net::connectTcp's. Blocks until `deadline`.
+Result<UniqueFd> clientTcp(StackCore& stack, const net::SocketAddress& to, net::Deadline deadline,
+                           const SocketOptions& options);
 // Runs the handshake on a connected TCP socket (none for Mode::Tcp) and makes the connection
 // of its outcome. Errors: the handshake's. Blocks as the handshake.
 Result<std::shared_ptr<SocketImpl>> establish(StackCore& stack, UniqueFd tcp, bool server,
