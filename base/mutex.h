@@ -23,6 +23,8 @@
 #define SMC_ACQUIRE_SHARED(...) SMC_TSA(acquire_shared_capability(__VA_ARGS__))
 #define SMC_RELEASE_SHARED(...) SMC_TSA(release_shared_capability(__VA_ARGS__))
 #define SMC_REQUIRES_SHARED(...) SMC_TSA(requires_shared_capability(__VA_ARGS__))
+// An accessor that returns the mutex `m`: locking what it returns is locking `m`.
+#define SMC_RETURN_CAPABILITY(m) SMC_TSA(lock_returned(m))
 
 namespace smc
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// LlcEngine's event queue: peer requests (bounded, alike ones coalesced) and link downs, each
-// run holding the flow token.
-#include "smc/llc/llc_engine.h"
+// LlcEvents: peer requests (bounded, alike ones coalesced) and link downs, run one at a time, each
+// holding the flow token.
+#include "smc/llc/llc_events.h"
 
 #include <algorithm>
 
@@ -26,14 +26,20 @@ bool sameRequest(const Message& a, const Message& b)
 }
 } // namespace
 
-// A peer request that starts a flow. Linux's event worker starts a flow for
-// the first, parks one (delayed_event) and drops the rest; here requests wait
-// in line for the flow token, so one like a pending one takes its place (the
-// newest runs: the peer's earlier flow gave up) and the line has a bound,
-// beyond which requests are dropped. While a flow runs one is parked and the
-// rest dropped, as in Linux.
-void LlcEngine::queueRequest(unsigned slot, std::uint64_t epoch, Message m)
+LlcEvents::LlcEvents(LlcCore& core, Handler& handler)
+    : core_(core), handler_(handler), tasks_(core.executor(), SerialQueue::Kind::Blocking)
 {
+}
+
+// Linux's event worker starts a flow for the first request, parks one (delayed_event) and
+// drops the rest; here requests wait in line for the flow token, so one like a pending one
+// takes its place (the newest runs: the peer's earlier flow gave up) and the line has a bound,
+// beyond which requests are dropped. While a flow runs one is parked and the rest dropped, as
+// in Linux.
+void LlcEvents::request(unsigned slot, std::uint64_t epoch, Message m)
+{
+    MutexLocker lock(core_.mutex());
+    LlcStats& stats = core_.stats();
     Event event{slot, epoch, std::move(m)};
     auto replaces = [&](const Event& e) {
         return e.request && sameRequest(*e.request, *event.request);
@@ -41,100 +47,100 @@ void LlcEngine::queueRequest(unsigned slot, std::uint64_t epoch, Message m)
     for (Event& e : queue_) {
         if (replaces(e)) {
             e = std::move(event);
-            ++stats_.requestsCoalesced;
+            ++stats.requestsCoalesced;
             return;
         }
     }
     if (delayed_ && replaces(*delayed_)) {
         *delayed_ = std::move(event);
-        ++stats_.requestsCoalesced;
+        ++stats.requestsCoalesced;
         return;
     }
-    if (flow_ == Flow::None) {
-        if (queue_.size() >= kMaxPendingRequests) {
-            ++stats_.requestsDropped;
+    if (core_.flow() == Flow::None) {
+        if (queue_.size() >= kMaxPending) {
+            ++stats.requestsDropped;
             return;
         }
         queue_.push_back(std::move(event));
-        stats_.requestQueuePeak = std::max<std::uint64_t>(stats_.requestQueuePeak, queue_.size());
+        stats.requestQueuePeak = std::max<std::uint64_t>(stats.requestQueuePeak, queue_.size());
     } else if (!delayed_) {
         delayed_ = std::move(event); // Linux parks one
-        ++stats_.delayed;
+        ++stats.delayed;
     } else {
-        ++stats_.dropped;
+        ++stats.dropped;
         return;
     }
-    scheduleEvents();
+    schedule();
 }
 
-// One runEvents() task waiting is enough: it runs everything queued by then,
+void LlcEvents::lost(unsigned slot, std::uint64_t epoch)
+{
+    MutexLocker lock(core_.mutex());
+    downs_.push_back({slot, epoch, std::nullopt});
+    schedule();
+}
+
+void LlcEvents::violation(std::string what)
+{
+    MutexLocker lock(core_.mutex());
+    violation_ = std::move(what);
+    schedule();
+}
+
+void LlcEvents::flowReleased()
+{
+    MutexLocker lock(core_.mutex());
+    if (delayed_)
+        schedule();
+}
+
+std::size_t LlcEvents::pending() const
+{
+    MutexLocker lock(core_.mutex());
+    return queue_.size() + (delayed_ ? 1 : 0);
+}
+
+// One run() task waiting is enough: it runs everything queued by then,
 // and one posted while it runs catches what came meanwhile.
-void LlcEngine::scheduleEvents()
+void LlcEvents::schedule()
 {
-    if (eventsPosted_)
+    if (posted_)
         return;
-    eventsPosted_ = true;
-    events_.post([this] { runEvents(); });
+    posted_ = true;
+    tasks_.post([this] { run(); });
 }
 
-void LlcEngine::handleRequest(unsigned slot, const Message& m)
-{
-    if (const auto* a = std::get_if<llc::AddLink>(&m.body)) {
-        // A server treats a client's ADD_LINK as a suggestion (v1 invite).
-        if (config_.role == Role::Client) {
-            const bool added = clientAddLink(slot, *a);
-            MutexLocker lock(mutex_);
-            if (reqAddLink_ == ReqAddLink::Waiting)
-                reqAddLink_ = added ? ReqAddLink::Added : ReqAddLink::Declined;
-            changed_.notify_all();
-        }
-    } else if (std::holds_alternative<llc::ReqAddLink>(m.body)) {
-        // The client asks for a link (v2): run the server's ADD_LINK flow; if
-        // it fails before ADD_LINK went out, decline with the response.
-        bool offered = false;
-        if (!serverAddLink(offered) && !offered)
-            (void)send(slot, {2, true, llc::ReqAddLink{}});
-    } else if (const auto* del = std::get_if<llc::DeleteLink>(&m.body)) {
-        remoteDeleteLink(slot, *del);
-    } else if (std::holds_alternative<llc::ConfirmRkey>(m.body)) {
-        remoteConfirmRkey(slot, m);
-    } else if (std::holds_alternative<llc::DeleteRkey>(m.body)) {
-        remoteDeleteRkey(slot, m);
-    }
-}
-
-// Peer requests and link downs, one at a time, each holding the flow token:
-// link downs first, then requests in order, then the parked one. An event
+// Link downs first, then requests in order, then the parked one. An event
 // stays in line (and counts against the bound) until it has the token.
-void LlcEngine::runEvents()
+void LlcEvents::run()
 {
-    MutexLocker lock(mutex_);
-    eventsPosted_ = false;
+    MutexLocker lock(core_.mutex());
+    posted_ = false;
     for (;;) {
-        if (stopping_)
+        if (core_.stopping())
             return;
         if (violation_) {
             std::string why = "protocol violation: " + *violation_;
             violation_.reset();
             lock.unlock();
-            terminate(std::move(why), llc::DeleteReason::ProtocolViolation, false);
+            core_.terminate(std::move(why), llc::DeleteReason::ProtocolViolation, false);
             lock.lock();
             continue;
         }
-        const Event* next = !downs_.empty()                   ? &downs_.front()
-                            : !queue_.empty()                 ? &queue_.front()
-                            : delayed_ && flow_ == Flow::None ? &*delayed_
-                                                              : nullptr;
+        const Event* next = !downs_.empty()                          ? &downs_.front()
+                            : !queue_.empty()                        ? &queue_.front()
+                            : delayed_ && core_.flow() == Flow::None ? &*delayed_
+                                                                     : nullptr;
         if (!next)
             return;
         const Flow flow = next->request && next->request->type() != Type::DeleteLink
                               ? Flow::AddLink
                               : Flow::DeleteLink;
         lock.unlock();
-        Result<FlowToken> token = acquireFlow(flow);
+        Result<FlowToken> token = core_.acquireFlow(flow);
         lock.lock();
         if (!token) {
-            if (terminated_ || stopping_) { // nothing will run any more
+            if (!core_.live()) { // nothing will run any more
                 downs_.clear();
                 queue_.clear();
                 delayed_.reset();
@@ -159,13 +165,13 @@ void LlcEngine::runEvents()
         }
         // Holding the flow, no link comes or goes: a request or down from a
         // link cleared meanwhile (its slot maybe reused) is dropped.
-        const bool current = links_[event.slot].epoch == event.epoch;
+        const bool current = core_.links()[event.slot].epoch == event.epoch;
         lock.unlock();
-        if (current && !terminated_) {
+        if (current && !core_.terminated()) {
             if (event.request)
-                handleRequest(event.slot, *event.request);
+                handler_.handleRequest(event.slot, *event.request);
             else
-                failover(event.slot, true);
+                handler_.linkLost(event.slot);
         }
         token->release();
         lock.lock();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The rkeys of a new link: v1's ADD_LINK_CONT exchange, the same loop for both sides, and the
 // SMC-Rv2 ADD_LINK extension, which carries them all in the request and in the response.
-#include "smc/llc/llc_engine.h"
+#include "smc/llc/flows/add_link.h"
 
 #include <algorithm>
 
@@ -18,12 +18,12 @@ using llc::Type;
 // must be what the last one left, or rkeys would pair wrongly (a duplicate, a
 // lost one): protocol_error; so is one for another link than the new one. Returns, for the client,
 // its last ADD_LINK_CONT: the caller sends it and waits for CONFIRM_LINK on the new link.
-Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned newSlot,
-                                                        std::uint8_t linkId,
-                                                        std::optional<Message> opening)
+Result<std::optional<Message>> AddLinkFlows::exchangeRkeys(unsigned via, unsigned newSlot,
+                                                           std::uint8_t linkId,
+                                                           std::optional<Message> opening)
 {
     const bool server = !opening;
-    const std::vector<llc::RkeyPair> mine = host_.rmbRkeys(via, newSlot);
+    const std::vector<llc::RkeyPair> mine = core_.host().rmbRkeys(via, newSlot);
     std::size_t sent = 0, peerLeft = 0;
     bool first = true;
     auto nextCont = [&] {
@@ -37,13 +37,13 @@ Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned n
     Message out = server ? nextCont() : std::move(*opening);
     for (;;) {
         Result<Message> in =
-            exchange(via, out, via, Type::AddLinkCont, server, config_.timeouts.wait);
+            core_.exchange(via, out, via, Type::AddLinkCont, server, core_.config().timeouts.wait);
         if (!in)
             return in.error();
         const auto& pc = std::get<llc::AddLinkCont>(in->body);
         if (pc.linkId != linkId) { // rkeys for some other link
-            MutexLocker lock(mutex_);
-            ++stats_.linkIdsRefused;
+            MutexLocker lock(core_.mutex());
+            ++core_.stats().linkIdsRefused;
             return std::make_error_code(std::errc::protocol_error);
         }
         if (!first && pc.remaining != peerLeft)
@@ -51,7 +51,7 @@ Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned n
         first = false;
         peerLeft = pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
         for (const llc::RkeyPair& p : pc.rkeys)
-            (void)rtokens_.setByRkey(via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
+            (void)core_.rtokens().setByRkey(via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
         const bool serverDone = server && sent >= mine.size() && peerLeft == 0;
         if (serverDone)
             return std::optional<Message>();
@@ -63,12 +63,12 @@ Result<std::optional<Message>> LlcEngine::exchangeRkeys(unsigned via, unsigned n
 
 // Our RMBs' rkeys on `via` and on the new link, and its GID: what a v2 ADD_LINK (request or
 // response) carries. At most 255 rkeys fit, as in Linux (a group has at most 255 connections).
-llc::AddLinkV2Ext LlcEngine::addLinkExt(unsigned via, unsigned newSlot, const Gid& newGid)
+llc::AddLinkV2Ext AddLinkFlows::addLinkExt(unsigned via, unsigned newSlot, const Gid& newGid)
 {
     llc::AddLinkV2Ext ext;
     ext.direct = true; // we build no links through a gateway
     ext.clientTargetGid = newGid;
-    ext.rkeys = host_.rmbRkeys(via, newSlot);
+    ext.rkeys = core_.host().rmbRkeys(via, newSlot);
     if (ext.rkeys.size() > llc::kMaxAddLinkRkeys)
         ext.rkeys.resize(llc::kMaxAddLinkRkeys);
     return ext;
@@ -76,13 +76,13 @@ llc::AddLinkV2Ext LlcEngine::addLinkExt(unsigned via, unsigned newSlot, const Gi
 
 // The peer's pairs from its v2 ADD_LINK: its RMBs on the new link, found by their rkey on
 // `via`. False without the extension: a v2 peer always sends one.
-bool LlcEngine::saveAddLinkRkeys(unsigned via, unsigned newSlot,
-                                 const std::optional<llc::AddLinkV2Ext>& ext)
+bool AddLinkFlows::saveAddLinkRkeys(unsigned via, unsigned newSlot,
+                                    const std::optional<llc::AddLinkV2Ext>& ext)
 {
     if (!ext)
         return false;
     for (const llc::RkeyPair& p : ext->rkeys)
-        (void)rtokens_.setByRkey(via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
+        (void)core_.rtokens().setByRkey(via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
     return true;
 }
 
