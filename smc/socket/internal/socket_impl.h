@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,6 +50,17 @@ public:
     // Runs `f` (on the epoll thread) when the peer's end of the TCP connection is seen (SMC:
     // it closed or died); an empty `f` stops that. A listener learns so of queued connections.
     void onPeerGone(std::function<void()> f);
+    // `f(fd)` on the TCP socket (its options, its addresses), under the lock close() takes;
+    // -1 with errno ENOTCONN once closed.
+    template <typename F> int onTcp(F&& f) const
+    {
+        MutexLocker lock(tcpMutex_);
+        if (!tcp_) {
+            errno = ENOTCONN;
+            return -1;
+        }
+        return f(tcp_.get());
+    }
     Transport transport() const noexcept { return transport_; }
     std::optional<clc::DeclineCode> fallbackReason() const noexcept { return fallback_; }
     ConnectionInfo info() const override;

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: MIT
+// The shim's reads and writes: on an SMC descriptor they are the connection's, with the socket
+// calls' semantics (partial I/O, EAGAIN, EPIPE and SIGPIPE, MSG_DONTWAIT, MSG_MORE, MSG_WAITALL).
+// Our definitions must keep libc's own symbol names: no redirection of fcntl to fcntl64 or
+// sendfile to sendfile64 (both are defined below, each under its own name).
+#undef _FILE_OFFSET_BITS
+#include <poll.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "smc/preload/real.h"
+#include "smc/preload/shim.h"
+
+using smc::preload::Conn;
+using smc::preload::real;
+using smc::preload::Shim;
+
+namespace
+{
+
+ssize_t fail(int e) noexcept
+{
+    errno = e;
+    return -1;
+}
+
+// Whether a call that may not wait (non-blocking file, MSG_DONTWAIT) would: the ready
+// descriptor says so without waiting.
+bool wouldWait(const Conn& conn, int fd, int flags, short events) noexcept
+{
+    if (conn.nonBlocking || !(flags & MSG_DONTWAIT))
+        return false; // the connection itself answers EAGAIN, or may wait
+    pollfd p{fd, events, 0};
+    return ::poll(&p, 1, 0) == 0;
+}
+
+ssize_t received(const Conn& conn, int fd, std::span<std::byte> into, int flags)
+{
+    if (flags & (MSG_PEEK | MSG_OOB))
+        return fail(EOPNOTSUPP); // not on an SMC connection (yet)
+    if (wouldWait(conn, fd, flags, POLLIN))
+        return fail(EAGAIN);
+    std::size_t done = 0;
+    do {
+        smc::Result<std::size_t> n = conn.impl->recv(into.subspan(done));
+        if (!n) {
+            if (done > 0)
+                break;
+            return fail(smc::preload::errnoOf(n.error()));
+        }
+        if (*n == 0)
+            break; // end of stream
+        done += *n;
+    } while ((flags & MSG_WAITALL) && done < into.size() && !conn.nonBlocking);
+    return static_cast<ssize_t>(done);
+}
+
+ssize_t sent(const Conn& conn, int fd, std::span<const std::byte> data, int flags)
+{
+    if (flags & MSG_OOB)
+        return fail(EOPNOTSUPP);
+    if (wouldWait(conn, fd, flags, POLLOUT))
+        return fail(EAGAIN);
+    smc::Result<std::size_t> n =
+        conn.impl->send(data, (flags & MSG_MORE) ? smc::SendFlags::More : smc::SendFlags::None);
+    if (n)
+        return static_cast<ssize_t>(*n);
+    const int e = smc::preload::errnoOf(n.error());
+    if (e == EPIPE && !(flags & MSG_NOSIGNAL))
+        (void)::raise(SIGPIPE); // as the kernel does for a stream socket
+    return fail(e);
+}
+
+std::size_t total(const iovec* iov, int count) noexcept
+{
+    std::size_t n = 0;
+    for (int i = 0; i < count; ++i)
+        n += iov[i].iov_len;
+    return n;
+}
+
+// Scatter: one receive into a buffer of the iovecs' size (at most 1 MiB), copied out.
+ssize_t receivedv(const Conn& conn, int fd, const iovec* iov, int count, int flags)
+{
+    if (count < 0)
+        return fail(EINVAL);
+    if (count == 1)
+        return received(conn, fd, {static_cast<std::byte*>(iov[0].iov_base), iov[0].iov_len},
+                        flags);
+    std::vector<std::byte> buffer(std::min<std::size_t>(total(iov, count), 1 << 20));
+    const ssize_t n = received(conn, fd, buffer, flags);
+    std::size_t at = 0;
+    for (int i = 0; n > 0 && i < count && at < static_cast<std::size_t>(n); ++i) {
+        const std::size_t piece = std::min(iov[i].iov_len, static_cast<std::size_t>(n) - at);
+        std::memcpy(iov[i].iov_base, buffer.data() + at, piece);
+        at += piece;
+    }
+    return n;
+}
+
+// Gather: the iovecs in order, each but the last sent with MSG_MORE (one announcement); a
+// short send ends it, as a stream socket's partial write does (a full ring announces anyway).
+ssize_t sentv(const Conn& conn, int fd, const iovec* iov, int count, int flags)
+{
+    if (count < 0)
+        return fail(EINVAL);
+    std::size_t done = 0;
+    for (int i = 0; i < count; ++i) {
+        if (iov[i].iov_len == 0)
+            continue;
+        const int more = i + 1 < count ? MSG_MORE : 0;
+        const ssize_t n =
+            sent(conn, fd, {static_cast<const std::byte*>(iov[i].iov_base), iov[i].iov_len},
+                 flags | more | (done > 0 ? MSG_NOSIGNAL : 0));
+        if (n < 0)
+            return done > 0 ? static_cast<ssize_t>(done) : n;
+        done += static_cast<std::size_t>(n);
+        if (static_cast<std::size_t>(n) < iov[i].iov_len)
+            break;
+    }
+    return static_cast<ssize_t>(done);
+}
+
+// sendfile(2) to an SMC connection: the file's bytes read and sent, 64 KiB at a time.
+ssize_t sentFile(const Conn& conn, int out, int in, off_t* offset, std::size_t count)
+{
+    std::vector<std::byte> buffer(std::min<std::size_t>(count, 64 * 1024));
+    std::size_t done = 0;
+    off_t at = offset ? *offset : 0;
+    while (done < count) {
+        const std::size_t want = std::min(buffer.size(), count - done);
+        const ssize_t got =
+            offset ? ::pread(in, buffer.data(), want, at) : real().read(in, buffer.data(), want);
+        if (got <= 0) {
+            if (got < 0 && done == 0)
+                return -1;
+            break;
+        }
+        const ssize_t n = sent(conn, out, {buffer.data(), static_cast<std::size_t>(got)},
+                               done > 0 ? MSG_NOSIGNAL : 0);
+        const std::size_t took = n > 0 ? static_cast<std::size_t>(n) : 0;
+        if (!offset && took < static_cast<std::size_t>(got)) // what was not sent is read again
+            (void)::lseek(in, static_cast<off_t>(took) - got, SEEK_CUR);
+        done += took;
+        at += static_cast<off_t>(took);
+        if (n < 0 && done == 0)
+            return -1;
+        if (took < static_cast<std::size_t>(got))
+            break;
+    }
+    if (offset)
+        *offset = at;
+    return static_cast<ssize_t>(done);
+}
+
+} // namespace
+
+extern "C" {
+
+ssize_t read(int fd, void* buf, size_t count)
+{
+    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
+        return received(*c, fd, {static_cast<std::byte*>(buf), count}, 0);
+    return real().read(fd, buf, count);
+}
+
+ssize_t __read_chk(int fd, void* buf, size_t count, size_t size)
+{
+    if (count > size)
+        std::abort(); // glibc's __chk_fail: the buffer is smaller than the read
+    return read(fd, buf, count);
+}
+
+ssize_t write(int fd, const void* buf, size_t count)
+{
+    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
+        return sent(*c, fd, {static_cast<const std::byte*>(buf), count}, 0);
+    return real().write(fd, buf, count);
+}
+
+ssize_t readv(int fd, const iovec* iov, int count)
+{
+    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
+        return receivedv(*c, fd, iov, count, 0);
+    return real().readv(fd, iov, count);
+}
+
+ssize_t writev(int fd, const iovec* iov, int count)
+{
+    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
+        return sentv(*c, fd, iov, count, 0);
+    return real().writev(fd, iov, count);
+}
+
+ssize_t recv(int fd, void* buf, size_t len, int flags)
+{
+    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
+        return received(*c, fd, {static_cast<std::byte*>(buf), len}, flags);
+    return real().recv(fd, buf, len, flags);
+}
+
+ssize_t __recv_chk(int fd, void* buf, size_t len, size_t size, int flags)
+{
+    if (len > size)
+        std::abort();
+    return recv(fd, buf, len, flags);
+}
+
+ssize_t send(int fd, const void* buf, size_t len, int flags)
+{
+    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
+        return sent(*c, fd, {static_cast<const std::byte*>(buf), len}, flags);
+    return real().send(fd, buf, len, flags);
+}
+
+ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* from, socklen_t* fromLen)
+{
+    std::shared_ptr<Conn> c = Shim::instance().find(fd);
+    if (!c)
+        return real().recvfrom(fd, buf, len, flags, from, fromLen);
+    if (from && fromLen)
+        *fromLen = 0; // a connected stream socket names no sender
+    return received(*c, fd, {static_cast<std::byte*>(buf), len}, flags);
+}
+
+ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t size, int flags, sockaddr* from,
+                       socklen_t* fromLen)
+{
+    if (len > size)
+        std::abort();
+    return recvfrom(fd, buf, len, flags, from, fromLen);
+}
+
+ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* to, socklen_t toLen)
+{
+    std::shared_ptr<Conn> c = Shim::instance().find(fd);
+    if (!c)
+        return real().sendto(fd, buf, len, flags, to, toLen);
+    if (to)
+        return fail(EISCONN);
+    return sent(*c, fd, {static_cast<const std::byte*>(buf), len}, flags);
+}
+
+ssize_t recvmsg(int fd, msghdr* msg, int flags)
+{
+    std::shared_ptr<Conn> c = Shim::instance().find(fd);
+    if (!c)
+        return real().recvmsg(fd, msg, flags);
+    msg->msg_namelen = 0;
+    msg->msg_controllen = 0;
+    msg->msg_flags = 0;
+    return receivedv(*c, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+}
+
+ssize_t sendmsg(int fd, const msghdr* msg, int flags)
+{
+    std::shared_ptr<Conn> c = Shim::instance().find(fd);
+    if (!c)
+        return real().sendmsg(fd, msg, flags);
+    if (msg->msg_name)
+        return fail(EISCONN);
+    return sentv(*c, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+}
+
+ssize_t sendfile(int out, int in, off_t* offset, size_t count)
+{
+    if (std::shared_ptr<Conn> c = Shim::instance().find(out))
+        return sentFile(*c, out, in, offset, count);
+    return real().sendfile(out, in, offset, count);
+}
+
+ssize_t sendfile64(int out, int in, off64_t* offset, size_t count)
+{
+    return sendfile(out, in, reinterpret_cast<off_t*>(offset), count);
+}
+
+} // extern "C"

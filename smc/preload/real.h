@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// Real: libc's own socket calls, found behind ours (dlsym RTLD_NEXT) once per process.
+#pragma once
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+namespace smc::preload
+{
+
+struct Real {
+    int (*connect)(int, const sockaddr*, socklen_t);
+    int (*listen)(int, int);
+    int (*accept)(int, sockaddr*, socklen_t*);
+    int (*accept4)(int, sockaddr*, socklen_t*, int);
+    int (*close)(int);
+    int (*shutdown)(int, int);
+    ssize_t (*read)(int, void*, size_t);
+    ssize_t (*write)(int, const void*, size_t);
+    ssize_t (*readv)(int, const iovec*, int);
+    ssize_t (*writev)(int, const iovec*, int);
+    ssize_t (*recv)(int, void*, size_t, int);
+    ssize_t (*send)(int, const void*, size_t, int);
+    ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
+    ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
+    ssize_t (*recvmsg)(int, msghdr*, int);
+    ssize_t (*sendmsg)(int, const msghdr*, int);
+    int (*fcntl)(int, int, ...);
+    int (*fcntl64)(int, int, ...);
+    int (*ioctl)(int, unsigned long, ...);
+    int (*getsockopt)(int, int, int, void*, socklen_t*);
+    int (*setsockopt)(int, int, int, const void*, socklen_t);
+    int (*getsockname)(int, sockaddr*, socklen_t*);
+    int (*getpeername)(int, sockaddr*, socklen_t*);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    ssize_t (*sendfile)(int, int, off_t*, size_t);
+};
+
+// Resolved on first use; every pointer is set (a libc without one of these is not one we run
+// on: we abort with a message rather than call null).
+const Real& real() noexcept;
+
+} // namespace smc::preload

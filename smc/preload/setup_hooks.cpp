@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: MIT
+// The shim's connection setup: connect, listen and accept decide SMC or TCP; close, dup, fcntl,
+// ioctl and the socket options keep an SMC descriptor behaving as the TCP socket it stands for.
+// Our definitions must keep libc's own symbol names: no redirection of fcntl to fcntl64 or
+// sendfile to sendfile64 (both are defined below, each under its own name).
+#undef _FILE_OFFSET_BITS
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "smc/preload/real.h"
+#include "smc/preload/registry.h"
+#include "smc/preload/shim.h"
+
+using smc::preload::Conn;
+using smc::preload::real;
+using smc::preload::Shim;
+
+namespace
+{
+
+int fail(int e) noexcept
+{
+    errno = e;
+    return -1;
+}
+
+// A TCP stream socket of ours to redirect: IPv4 or IPv6, a number the table holds.
+bool tcpStream(int fd) noexcept
+{
+    if (fd < 0 || fd >= Shim::kMaxFd)
+        return false;
+    int type = 0, protocol = 0;
+    socklen_t len = sizeof type;
+    if (real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+        return false;
+    len = sizeof protocol;
+    return real().getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 &&
+           protocol == IPPROTO_TCP;
+}
+
+// The socket's local port, bound to any port of its family first if it has none.
+std::uint16_t localPort(int fd) noexcept
+{
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+        return 0;
+    if (std::uint16_t port = smc::preload::portOf(reinterpret_cast<sockaddr*>(&local)))
+        return port;
+    sockaddr_storage any{};
+    any.ss_family = local.ss_family;
+    const socklen_t anyLen =
+        local.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&any), anyLen) != 0)
+        return 0;
+    len = sizeof local;
+    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
+        return 0;
+    return smc::preload::portOf(reinterpret_cast<sockaddr*>(&local));
+}
+
+bool nonBlocking(int fd) noexcept
+{
+    const int flags = real().fcntl(fd, F_GETFL);
+    return flags >= 0 && (flags & O_NONBLOCK) != 0;
+}
+
+// The TCP connect of a socket that may be non-blocking, waited for: an SMC handshake follows.
+int connectWaiting(int fd, const sockaddr* to, socklen_t len, std::chrono::milliseconds timeout)
+{
+    if (real().connect(fd, to, len) == 0)
+        return 0;
+    if (errno != EINPROGRESS && errno != EINTR)
+        return -1;
+    pollfd p{fd, POLLOUT, 0};
+    int n;
+    do {
+        n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    } while (n < 0 && errno == EINTR);
+    if (n == 0)
+        return fail(ETIMEDOUT);
+    int error = 0;
+    socklen_t errorLen = sizeof error;
+    if (n < 0 || real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &errorLen) != 0)
+        return -1;
+    return error == 0 ? 0 : fail(error);
+}
+
+// The number `fd` now stands for an SMC connection made from its TCP socket: the TCP socket
+// moves to a descriptor of the connection's own, the number to the connection's ready
+// descriptor. False (the number untouched, still the TCP socket) if that cannot be done.
+bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::Outcome> outcome)
+{
+    Shim& shim = Shim::instance();
+    const bool cloexec = (real().fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+    const bool nonBlock = nonBlocking(fd);
+    smc::UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!tcp)
+        return false;
+    smc::Result<std::shared_ptr<smc::SocketImpl>> impl = smc::connectionOf(
+        stack, std::move(tcp), server, shim.settings().options, std::move(outcome));
+    if (!impl)
+        return false;
+    smc::Result<int> ready = (*impl)->pollFd();
+    if (!ready || real().dup3(*ready, fd, cloexec ? O_CLOEXEC : 0) < 0) {
+        (*impl)->close();
+        return false;
+    }
+    (*impl)->setNonBlocking(nonBlock);
+    if (nonBlock)
+        (void)real().fcntl(fd, F_SETFL, real().fcntl(fd, F_GETFL) | O_NONBLOCK);
+    auto conn = std::make_shared<Conn>();
+    conn->impl = std::move(*impl);
+    conn->nonBlocking = nonBlock;
+    conn->generation = shim.generation();
+    shim.add(fd, std::move(conn));
+    return true;
+}
+
+const char* toText(smc::clc::DeclineCode code)
+{
+    return smc::clc::toString(code);
+}
+
+} // namespace
+
+extern "C" {
+
+int connect(int fd, const sockaddr* to, socklen_t len)
+{
+    Shim& shim = Shim::instance();
+    if (!to || !smc::preload::isLoopback(to, len) || !tcpStream(fd) || shim.find(fd) ||
+        !smc::preload::listenerAnnounced(to, len))
+        return real().connect(fd, to, len);
+    smc::StackCore* stack = shim.stack();
+    const std::uint16_t port = stack ? localPort(fd) : 0;
+    smc::Result<smc::UniqueFd> announced =
+        port ? smc::preload::announceClient(port) : smc::Result<smc::UniqueFd>(smc::UniqueFd());
+    if (!stack || !announced || !*announced)
+        return real().connect(fd, to, len); // TCP
+    if (connectWaiting(fd, to, len, shim.settings().options.connectTimeout) != 0)
+        return -1;
+    smc::Result<smc::net::Outcome> outcome =
+        smc::net::clientHandshake(*stack, fd, shim.settings().options);
+    announced->reset();
+    if (!outcome) {
+        stack->countHandshakeError();
+        shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
+        return fail(smc::preload::errnoOf(outcome.error()));
+    }
+    if (auto* fallback = std::get_if<smc::net::Fallback>(&*outcome)) {
+        stack->countFallback(false, fallback->reason);
+        shim.log("fd %d: client TCP (fallback %s)", fd, toText(fallback->reason));
+        return 0;
+    }
+    if (!redirect(fd, *stack, false, std::move(outcome)))
+        return fail(ENOMEM);
+    shim.log("fd %d: client SMC-D", fd);
+    return 0;
+}
+
+int listen(int fd, int backlog)
+{
+    if (real().listen(fd, backlog) != 0)
+        return -1;
+    Shim& shim = Shim::instance();
+    sockaddr_storage bound{};
+    socklen_t len = sizeof bound;
+    if (shim.announced(fd) || !tcpStream(fd) ||
+        real().getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0 || !shim.stack())
+        return 0;
+    smc::Result<smc::UniqueFd> a =
+        smc::preload::announceListener(reinterpret_cast<sockaddr*>(&bound), len);
+    if (a)
+        shim.holdAnnouncement(fd, std::move(*a));
+    shim.log("fd %d: listening%s", fd, a ? ", SMC-D announced" : " (TCP only: not announced)");
+    return 0;
+}
+
+int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
+{
+    Shim& shim = Shim::instance();
+    sockaddr_storage peer{};
+    socklen_t peerLen = sizeof peer;
+    const int fd = real().accept4(listener, reinterpret_cast<sockaddr*>(&peer), &peerLen, flags);
+    if (fd < 0)
+        return fd;
+    if (from && fromLen) {
+        std::memcpy(from, &peer, std::min<socklen_t>(*fromLen, peerLen));
+        *fromLen = peerLen;
+    }
+    const auto* p = reinterpret_cast<const sockaddr*>(&peer);
+    if (fd >= Shim::kMaxFd || !shim.announced(listener) || !smc::preload::isLoopback(p, peerLen) ||
+        !smc::preload::clientAnnounced(smc::preload::portOf(p)))
+        return fd; // TCP, untouched
+    smc::StackCore* stack = shim.stack();
+    if (!stack)
+        return fd;
+    smc::Result<smc::net::Outcome> outcome =
+        smc::net::serverHandshake(*stack, fd, shim.settings().options);
+    if (!outcome) {
+        // As the kernel drops a connection whose handshake failed: the caller accepts again.
+        stack->countHandshakeError();
+        shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
+        real().close(fd);
+        return fail(ECONNABORTED);
+    }
+    if (auto* fallback = std::get_if<smc::net::Fallback>(&*outcome)) {
+        stack->countFallback(true, fallback->reason);
+        shim.log("fd %d: server TCP (fallback %s)", fd, toText(fallback->reason));
+        return fd;
+    }
+    if (!redirect(fd, *stack, true, std::move(outcome))) {
+        real().close(fd);
+        return fail(ECONNABORTED);
+    }
+    shim.log("fd %d: server SMC-D", fd);
+    return fd;
+}
+
+int accept(int listener, sockaddr* from, socklen_t* fromLen)
+{
+    return accept4(listener, from, fromLen, 0);
+}
+
+int close(int fd)
+{
+    Shim& shim = Shim::instance();
+    if (shim.announced(fd))
+        shim.dropAnnouncement(fd);
+    if (std::shared_ptr<Conn> conn = shim.remove(fd)) {
+        if (conn->generation != shim.generation()) {
+            // The parent's connection: its stack has no threads here. Dropping the number is
+            // all a child may do (the parent's connection goes on).
+            (void)new std::shared_ptr<Conn>(std::move(conn)); // never destroyed here
+        } else if (conn->numbers.fetch_sub(1) == 1) {
+            conn->impl->close();
+        }
+    }
+    return real().close(fd);
+}
+
+int shutdown(int fd, int how)
+{
+    std::shared_ptr<Conn> conn = Shim::instance().find(fd);
+    if (!conn)
+        return real().shutdown(fd, how);
+    const smc::Shutdown what = how == SHUT_RD   ? smc::Shutdown::Read
+                               : how == SHUT_WR ? smc::Shutdown::Write
+                                                : smc::Shutdown::Both;
+    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+        return fail(EINVAL);
+    smc::Result<void> r = conn->impl->shutdown(what);
+    return r ? 0 : fail(smc::preload::errnoOf(r.error()));
+}
+
+} // extern "C"

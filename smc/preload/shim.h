@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+// Shim: the process's state under smc-run: its stack, its settings, and which descriptors are SMC.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/mutex.h"
+#include "base/unique_fd.h"
+#include "smc/socket/internal/socket_impl.h"
+#include "smc/socket/socket.h"
+#include "smc/socket/stack.h"
+
+namespace smc::preload
+{
+
+// The model (docs/design.md, "smc-run"): the application's descriptor is always a real kernel
+// descriptor. Until a connection is SMC it is the TCP socket itself, and whatever we do not
+// redirect reaches the kernel as it is; a fallback is simply not redirecting. Once a connection
+// is SMC (decided inside connect() or accept(), before the application sees it), its number is
+// made to refer to the connection's ready descriptor (a Unix socket end whose readiness mirrors
+// the connection), so poll, select and epoll work unchanged; reads, writes and the rest go to
+// the connection, socket options and addresses to the TCP socket.
+struct Conn {
+    std::shared_ptr<SocketImpl> impl;
+    UniqueFd tcp; // our own descriptor of the TCP socket: options, addresses
+    // O_NONBLOCK of the open file, as fcntl(2) and ioctl(FIONBIO) set it through the shim.
+    std::atomic<bool> nonBlocking{false};
+    // Descriptor numbers that refer to this connection (dup): it ends with the last.
+    std::atomic<int> numbers{1};
+    // The fork generation it was made in: a child only drops the parent's connections.
+    std::uint64_t generation = 0;
+};
+
+struct Settings {
+    bool debug = false;    // SMC_RUN_DEBUG: one line per connection on stderr
+    SocketOptions options; // SMC_RUN_SNDBUF, SMC_RUN_RCVBUF, SMC_RUN_BUSY_POLL
+    StackConfig stack;     // SMC_RUN_POLICY
+};
+
+class Shim
+{
+public:
+    // Descriptors at or above this are never redirected (they stay TCP).
+    static constexpr int kMaxFd = 1 << 16;
+
+    static Shim& instance() noexcept;
+
+    const Settings& settings() const noexcept { return settings_; }
+    // The process's stack, made on first use (and again in a child after fork). Null when it
+    // cannot be had: then everything stays TCP.
+    StackCore* stack();
+    std::uint64_t generation() const noexcept { return generation_.load(); }
+
+    // The SMC connection behind `fd`, or null (the common case costs one relaxed load).
+    std::shared_ptr<Conn> find(int fd) const;
+    void add(int fd, std::shared_ptr<Conn> conn);
+    std::shared_ptr<Conn> remove(int fd);
+
+    // The listener announcement held for listening socket `fd` (see registry.h).
+    void holdAnnouncement(int fd, UniqueFd announcement);
+    bool announced(int fd) const;
+    void dropAnnouncement(int fd);
+
+    // One line on stderr when SMC_RUN_DEBUG is set.
+    void log(const char* format, ...) const __attribute__((format(printf, 2, 3)));
+
+private:
+    Shim();
+    // fork(2): every lock is taken before, and let go after in both processes, so the child's
+    // copies are consistent; the child then forgets its parent's stack (its threads are not
+    // there).
+    static void beforeFork() noexcept;
+    static void afterForkParent() noexcept;
+    static void afterForkChild() noexcept;
+    Mutex& stripe(int fd) const noexcept { return stripes_[static_cast<unsigned>(fd) % kStripes]; }
+
+    static constexpr unsigned kStripes = 64;
+    Settings settings_;
+    std::atomic<std::uint64_t> generation_{1};
+    // Per number: whether conns_ or announcements_ has something, so a descriptor that is not
+    // ours costs one relaxed load. conns_[fd] and announcements_[fd] are guarded by stripe(fd),
+    // a lock picked at run time, which clang's analysis cannot express; TSan checks it in CI.
+    std::unique_ptr<std::atomic<bool>[]> marked_;
+    mutable std::array<Mutex, kStripes> stripes_;
+    std::vector<std::shared_ptr<Conn>> conns_;
+    std::vector<UniqueFd> announcements_;
+    Mutex stackMutex_;
+    std::unique_ptr<SmcStack> stack_ SMC_GUARDED_BY(stackMutex_);
+    bool stackFailed_ SMC_GUARDED_BY(stackMutex_) = false;
+};
+
+// The errno of an error code (EIO for one that is not a system error).
+int errnoOf(std::error_code ec) noexcept;
+
+} // namespace smc::preload

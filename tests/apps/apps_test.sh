@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Unmodified programs under smc-run: the bytes they exchange, and from smc-run -d's lines (the
+# library's own, one per connection) whether each connection went SMC-D or stayed TCP.
+# Usage: apps_test.sh SMC_RUN LIBRARY CASE   (CASE: echo, mixed, iperf3)
+set -euo pipefail
+smc_run=$1
+export SMC_RUN_PRELOAD=$2
+case_name=$3
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; cat "$f" >&2; done; exit 1; }
+need() { command -v "$1" >/dev/null || fail "$1 is not installed (.ci/install-deps installs it)"; }
+# Waits for a file to have content (a server's port).
+wait_for() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "no $1"; }
+count() { grep -c "$1" "$2" || true; }
+
+# An echo server and client, each under smc-run or not ($1, $2: "smc" or "tcp").
+echo_pair() {
+    local server=$1 client=$2 bytes=$3 tag=$4
+    local run_server=() run_client=()
+    [ "$server" = smc ] && run_server=(sh "$smc_run" -d)
+    [ "$client" = smc ] && run_client=(sh "$smc_run" -d)
+    rm -f "$work/port"
+    timeout 60 "${run_server[@]}" python3 "$here/echo.py" server "$work/port" \
+        2> "$work/$tag-server.log" &
+    local pid=$!
+    wait_for "$work/port"
+    local answer
+    answer=$(timeout 60 "${run_client[@]}" python3 "$here/echo.py" client "$(cat "$work/port")" \
+        "$bytes" 2> "$work/$tag-client.log") || fail "$tag: client failed"
+    wait "$pid" || fail "$tag: server failed"
+    [ "$answer" = ok ] || fail "$tag: $answer"
+}
+
+case $case_name in
+echo)
+    need python3
+    # Both under smc-run: SMC-D, and 8 MiB arrive whole, in order (digest), both ways.
+    echo_pair smc smc $((8 << 20)) smcd
+    [ "$(count 'client SMC-D' "$work/smcd-client.log")" = 1 ] || fail "client not SMC-D"
+    [ "$(count 'server SMC-D' "$work/smcd-server.log")" = 1 ] || fail "server not SMC-D"
+    # An empty stream: the end of it alone goes across.
+    echo_pair smc smc 0 empty
+    [ "$(count 'client SMC-D' "$work/empty-client.log")" = 1 ] || fail "empty: client not SMC-D"
+    ;;
+mixed)
+    need python3
+    # One side without smc-run: plain TCP at once, no handshake attempted, bytes intact.
+    echo_pair smc tcp $((1 << 20)) plain-client
+    [ "$(count 'SMC-D' "$work/plain-client-server.log")" = 1 ] || fail "listener not announced"
+    [ "$(count 'server SMC-D' "$work/plain-client-server.log")" = 0 ] || fail "plain client went SMC"
+    echo_pair tcp smc $((1 << 20)) plain-server
+    [ "$(count 'SMC-D' "$work/plain-server-client.log")" = 0 ] || fail "plain server went SMC"
+    ;;
+iperf3)
+    need iperf3
+    need python3
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    for direction in forward reverse; do
+        flag=(); [ $direction = reverse ] && flag=(-R)
+        timeout 60 sh "$smc_run" -d iperf3 -s -1 -p "$port" -B 127.0.0.1 \
+            > "$work/$direction-server.out" 2> "$work/$direction-server.log" &
+        pid=$!
+        sleep 0.5
+        timeout 60 sh "$smc_run" -d iperf3 -c 127.0.0.1 -p "$port" -n 64M -J "${flag[@]}" \
+            > "$work/$direction.json" 2> "$work/$direction-client.log" || fail "iperf3 $direction"
+        wait "$pid" || fail "iperf3 server ($direction)"
+        read -r sent received < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"])' "$work/$direction.json")
+        # iperf3's receiver may report before the last bytes are counted (TCP does so too).
+        [ "$sent" -ge $((64 << 20)) ] || fail "$direction: sent $sent bytes"
+        [ "$received" -ge $((60 << 20)) ] || fail "$direction: received $received bytes"
+        # The control connection and the data stream, on both sides.
+        [ "$(count 'client SMC-D' "$work/$direction-client.log")" = 2 ] || fail "$direction: client not SMC-D"
+        [ "$(count 'server SMC-D' "$work/$direction-server.log")" = 2 ] || fail "$direction: server not SMC-D"
+    done
+    ;;
+*)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "apps $case_name: ok"
