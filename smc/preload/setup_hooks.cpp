@@ -102,15 +102,21 @@ bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::
     Shim& shim = Shim::instance();
     const bool cloexec = (real().fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
     const bool nonBlock = nonBlocking(fd);
-    smc::UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, 0));
-    if (!tcp)
+    smc::UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, smc::UniqueFd::placementFloor().load()));
+    if (!tcp) {
+        shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
         return false;
+    }
     smc::Result<std::shared_ptr<smc::SocketImpl>> impl = smc::connectionOf(
         stack, std::move(tcp), server, shim.settings().options, std::move(outcome));
-    if (!impl)
+    if (!impl) {
+        shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
         return false;
+    }
     smc::Result<int> ready = (*impl)->pollFd();
     if (!ready || real().dup3(*ready, fd, cloexec ? O_CLOEXEC : 0) < 0) {
+        shim.log("fd %d: no ready descriptor: %s", fd,
+                 ready ? std::strerror(errno) : ready.error().message().c_str());
         (*impl)->close();
         return false;
     }
@@ -146,8 +152,11 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         port ? smc::preload::announceClient(port) : smc::Result<smc::UniqueFd>(smc::UniqueFd());
     if (!stack || !announced || !*announced)
         return real().connect(fd, to, len); // TCP
-    if (connectWaiting(fd, to, len, shim.settings().options.connectTimeout) != 0)
-        return -1;
+    if (connectWaiting(fd, to, len, shim.settings().options.connectTimeout) != 0) {
+        const int e = errno;
+        shim.log("fd %d: connect from port %u failed: %s", fd, port, std::strerror(e));
+        return fail(e);
+    }
     smc::Result<smc::net::Outcome> outcome =
         smc::net::clientHandshake(*stack, fd, shim.settings().options);
     announced->reset();

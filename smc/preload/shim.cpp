@@ -3,6 +3,7 @@
 #include "smc/preload/shim.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -69,13 +70,20 @@ Shim::Shim()
       conns_(kMaxFd), announcements_(kMaxFd)
 {
     ::pthread_atfork(beforeFork, afterForkParent, afterForkChild);
+    // Our descriptors (a connection has several: its buffers, doorbells, ready socket) go to
+    // the upper half of what the process may open, the program's keep the lower half.
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur >= 256)
+        UniqueFd::placementFloor() = static_cast<int>(std::min<rlim_t>(limit.rlim_cur, kMaxFd) / 2);
 }
 
 StackCore* Shim::stack()
 {
     MutexLocker lock(stackMutex_);
     if (!stack_ && !stackFailed_) {
-        Result<std::unique_ptr<SmcStack>> made = SmcStack::create(settings_.stack);
+        executor_ = std::make_unique<Executor>(Executor::Config{});
+        Result<std::unique_ptr<SmcStack>> made =
+            makeStack(settings_.stack, StackHooks{executor_.get(), nullptr});
         if (made) {
             stack_ = std::move(*made);
         } else {
@@ -171,6 +179,7 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
     Shim& s = instance();
     // The parent's stack has no threads here: never used or destroyed in this process.
     (void)s.stack_.release();
+    (void)s.executor_.release();
     s.stackFailed_ = false;
     s.generation_.fetch_add(1);
     for (Mutex& m : s.stripes_)

@@ -89,6 +89,8 @@ private:
     std::vector<std::shared_ptr<Conn>> conns_;
     std::vector<UniqueFd> announcements_;
     Mutex stackMutex_;
+    // The stack's own threads (not Executor::shared(): a child after fork needs new ones).
+    std::unique_ptr<Executor> executor_ SMC_GUARDED_BY(stackMutex_);
     std::unique_ptr<SmcStack> stack_ SMC_GUARDED_BY(stackMutex_);
     bool stackFailed_ SMC_GUARDED_BY(stackMutex_) = false;
 };

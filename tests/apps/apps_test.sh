@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Unmodified programs under smc-run: the bytes they exchange, and from smc-run -d's lines (the
 # library's own, one per connection) whether each connection went SMC-D or stayed TCP.
-# Usage: apps_test.sh SMC_RUN LIBRARY CASE   (CASE: echo, mixed, iperf3)
+# Usage: apps_test.sh SMC_RUN LIBRARY CASE   (CASE: echo, mixed, iperf3, nginx)
 set -euo pipefail
 smc_run=$1
 export SMC_RUN_PRELOAD=$2
@@ -76,6 +76,61 @@ iperf3)
         [ "$(count 'client SMC-D' "$work/$direction-client.log")" = 2 ] || fail "$direction: client not SMC-D"
         [ "$(count 'server SMC-D' "$work/$direction-server.log")" = 2 ] || fail "$direction: server not SMC-D"
     done
+    ;;
+nginx)
+    need nginx
+    need curl
+    need wrk
+    need python3
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    mkdir -p "$work/html"
+    head -c $((3 << 20)) /dev/urandom > "$work/html/big.bin"
+    echo hello > "$work/html/index.html"
+    # Two workers that accept on the master's listener; the workers run as this user (SMC-D
+    # is between processes of one user: docs/design.md, cross-process loopback-ism).
+    cat > "$work/nginx.conf" <<CONF
+daemon off;
+master_process on;
+worker_processes 2;
+user $(id -un) $(id -gn);
+error_log stderr notice;
+pid $work/nginx.pid;
+events { use epoll; worker_connections 256; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_timeout 30;
+    client_body_temp_path $work/body;
+    proxy_temp_path $work/proxy;
+    fastcgi_temp_path $work/fastcgi;
+    uwsgi_temp_path $work/uwsgi;
+    scgi_temp_path $work/scgi;
+    server { listen 127.0.0.1:$port; root $work/html; }
+}
+CONF
+    timeout 120 sh "$smc_run" -d nginx -p "$work" -c "$work/nginx.conf" -e stderr \
+        2> "$work/nginx-server.log" &
+    for _ in $(seq 100); do grep -q 'start worker process' "$work/nginx-server.log" && break; sleep 0.1; done
+    sleep 0.3
+    # A file through sendfile(2), and two requests on one keep-alive connection.
+    timeout 30 sh "$smc_run" -d curl -sS -o "$work/got.bin" "http://127.0.0.1:$port/big.bin" \
+        2> "$work/curl-client.log" || fail "curl big.bin"
+    cmp "$work/html/big.bin" "$work/got.bin" || fail "big.bin arrived changed"
+    [ "$(count 'client SMC-D' "$work/curl-client.log")" = 1 ] || fail "curl not SMC-D"
+    got=$(timeout 30 sh "$smc_run" -d curl -sS "http://127.0.0.1:$port/" \
+        "http://127.0.0.1:$port/index.html" 2> "$work/keepalive-client.log") || fail "curl keep-alive"
+    [ "$got" = "$(printf 'hello\nhello')" ] || fail "keep-alive: got '$got'"
+    [ "$(count 'client SMC-D' "$work/keepalive-client.log")" = 1 ] || fail "keep-alive: not one SMC-D connection"
+    # wrk: 8 connections for a second, every request answered.
+    timeout 30 sh "$smc_run" -d wrk -t 2 -c 8 -d 1 "http://127.0.0.1:$port/" \
+        > "$work/wrk.out" 2> "$work/wrk-client.log" || fail "wrk"
+    grep -q 'Requests/sec' "$work/wrk.out" || fail "wrk: no result"
+    ! grep -q -E 'Socket errors|Non-2xx' "$work/wrk.out" || fail "wrk: errors: $(cat "$work/wrk.out")"
+    [ "$(count 'client SMC-D' "$work/wrk-client.log")" -ge 8 ] || fail "wrk: not SMC-D"
+    kill -QUIT "$(cat "$work/nginx.pid")"
+    wait %1 || true
+    [ "$(count 'server SMC-D' "$work/nginx-server.log")" -ge 10 ] || fail "nginx: not SMC-D"
+    [ "$(count 'fallback' "$work/nginx-server.log")" = 0 ] || fail "nginx: fallbacks"
     ;;
 *)
     fail "unknown case $case_name"
