@@ -7,6 +7,8 @@
 
 #include <cerrno>
 
+#include "base/quiet_thread.h"
+
 namespace smc
 {
 
@@ -21,7 +23,7 @@ Executor::Executor(Config config) : config_(config)
 {
     threads_.reserve(config_.threads);
     for (unsigned i = 0; i < config_.threads; ++i)
-        threads_.emplace_back([this] { shortLoop(); });
+        threads_.push_back(quietThread([this] { shortLoop(); }));
 }
 
 Executor::~Executor()
@@ -135,7 +137,7 @@ void Executor::postBlocking(Task task)
         return;
     }
     ++blockingThreads_;
-    std::thread([this] { blockingLoop(); }).detach();
+    quietThread([this] { blockingLoop(); }).detach();
 }
 
 void Executor::blockingLoop()
@@ -181,7 +183,7 @@ int Executor::watch(int fd, std::function<void()> onReadable)
         ev.data.u64 = ~std::uint64_t{0};
         if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, stopEpoll_.fd(), &ev) != 0 && errno != EEXIST)
             return -1;
-        epoll_ = std::thread([this] { epollLoop(); });
+        epoll_ = quietThread([this] { epollLoop(); });
     }
     const int id = nextWatch_++;
     auto w = std::make_shared<Watch>();

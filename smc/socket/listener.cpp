@@ -6,6 +6,7 @@
 #include <array>
 #include <utility>
 
+#include "base/quiet_thread.h"
 #include "smc/net/tcp.h"
 #include "smc/socket/internal/listener_impl.h"
 
@@ -21,7 +22,7 @@ Result<void> ListenerImpl::start()
             return stop ? room.error() : stop.error();
         stop_ = std::move(*stop);
         room_ = std::make_shared<EventFd>(std::move(*room));
-        acceptor_ = std::thread([this] { acceptLoop(); });
+        acceptor_ = quietThread([this] { acceptLoop(); });
         return {};
     }
     MutexLocker lock(mutex_);

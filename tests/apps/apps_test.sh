@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Unmodified programs under smc-run: the bytes they exchange, and from smc-run -d's lines (the
 # library's own, one per connection) whether each connection went SMC-D or stayed TCP.
-# Usage: apps_test.sh SMC_RUN LIBRARY CASE   (CASE: echo, mixed, iperf3, nginx)
+# Usage: apps_test.sh SMC_RUN LIBRARY CASE   (CASE: echo, mixed, iperf3, nginx, redis, sockperf)
 set -euo pipefail
 smc_run=$1
 export SMC_RUN_PRELOAD=$2
@@ -131,6 +131,53 @@ CONF
     wait %1 || true
     [ "$(count 'server SMC-D' "$work/nginx-server.log")" -ge 10 ] || fail "nginx: not SMC-D"
     [ "$(count 'fallback' "$work/nginx-server.log")" = 0 ] || fail "nginx: fallbacks"
+    ;;
+redis)
+    need redis-server
+    need redis-cli
+    need redis-benchmark
+    need python3
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    timeout 120 sh "$smc_run" -d redis-server --port "$port" --bind 127.0.0.1 --save '' \
+        --appendonly no --daemonize no --dir "$work" > "$work/redis.out" 2> "$work/redis-server.log" &
+    for _ in $(seq 100); do grep -q 'listening, SMC-D announced' "$work/redis-server.log" && break; sleep 0.1; done
+    sleep 0.2
+    timeout 20 sh "$smc_run" -d redis-cli -p "$port" set greeting "hello over smc" \
+        > "$work/set.out" 2> "$work/cli-client.log" || fail "redis-cli set"
+    got=$(timeout 20 sh "$smc_run" -d redis-cli -p "$port" get greeting 2>> "$work/cli-client.log") ||
+        fail "redis-cli get"
+    [ "$(cat "$work/set.out")" = OK ] && [ "$got" = "hello over smc" ] || fail "redis-cli: got '$got'"
+    [ "$(count 'client SMC-D' "$work/cli-client.log")" = 2 ] || fail "redis-cli not SMC-D"
+    # redis-benchmark: 20 clients, 1 KiB values; every request answered (-n per test).
+    timeout 60 sh "$smc_run" -d redis-benchmark -p "$port" -t set,get -n 4000 -c 20 -d 1024 -q \
+        > "$work/bench.out" 2> "$work/bench-client.log" || fail "redis-benchmark"
+    grep -q 'SET: .* requests per second' "$work/bench.out" || fail "redis-benchmark: no SET result"
+    grep -q 'GET: .* requests per second' "$work/bench.out" || fail "redis-benchmark: no GET result"
+    [ "$(count 'client SMC-D' "$work/bench-client.log")" -ge 40 ] || fail "redis-benchmark not SMC-D"
+    kill %1
+    wait %1 || true
+    [ "$(count 'fallback' "$work/redis-server.log")" = 0 ] || fail "redis: fallbacks"
+    ;;
+sockperf)
+    need sockperf
+    need python3
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    timeout 60 sh "$smc_run" -d sockperf sr --tcp -i 127.0.0.1 -p "$port" \
+        > "$work/sockperf-server.out" 2> "$work/sockperf-server.log" &
+    for _ in $(seq 100); do grep -q 'listening, SMC-D announced' "$work/sockperf-server.log" && break; sleep 0.1; done
+    sleep 0.2
+    # Ping-pong of 14-byte messages, then throughput of 64,000-byte ones, a second each.
+    timeout 30 sh "$smc_run" -d sockperf pp --tcp -i 127.0.0.1 -p "$port" -t 1 -m 14 \
+        > "$work/pp.out" 2> "$work/pp-client.log" || fail "sockperf pp"
+    grep -q 'avg-latency=' "$work/pp.out" "$work/pp-client.log" || fail "sockperf pp: no latency"
+    timeout 30 sh "$smc_run" -d sockperf tp --tcp -i 127.0.0.1 -p "$port" -t 1 -m 64000 \
+        > "$work/tp.out" 2> "$work/tp-client.log" || fail "sockperf tp"
+    grep -q 'BandWidth is' "$work/tp.out" "$work/tp-client.log" || fail "sockperf tp: no bandwidth"
+    for run in pp tp; do
+        [ "$(count 'client SMC-D' "$work/$run-client.log")" = 1 ] || fail "sockperf $run not SMC-D"
+    done
+    [ "$(count 'server SMC-D' "$work/sockperf-server.log")" = 2 ] || fail "sockperf server not SMC-D"
+    kill %1
     ;;
 *)
     fail "unknown case $case_name"

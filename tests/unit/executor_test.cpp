@@ -2,6 +2,7 @@
 // Executor, SerialQueue, PeriodicTimer: order, exclusion, close and stop, the blocking pool, fds.
 #include "base/executor.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -232,3 +233,48 @@ TEST(Executor, WatchCallsBackWhileReadableAndNeverAfterUnwatch)
 
 } // namespace
 } // namespace smc
+
+namespace
+{
+std::atomic<pthread_t> signalTaker{};
+std::atomic<bool> signalTaken{false};
+void onSignal(int)
+{
+    signalTaker = ::pthread_self();
+    signalTaken = true;
+}
+} // namespace
+
+// A process-directed signal goes to a thread that does not block it. While the test's own
+// thread blocks SIGUSR1, the signal must stay pending (none of the executor's threads takes
+// it), and it arrives on the test's thread once that unblocks it.
+TEST(Executor, ItsThreadsLeaveTheProcessSignalsToTheApplication)
+{
+    struct sigaction action {
+    }, previous{};
+    action.sa_handler = onSignal;
+    ASSERT_EQ(::sigaction(SIGUSR1, &action, &previous), 0);
+    {
+        smc::Executor executor(smc::Executor::Config{});
+        std::promise<void> ran;
+        executor.post([&] { ran.set_value(); }); // a short-task thread
+        executor.postBlocking([] {});            // a blocking thread
+        smc::UniqueFd fd(::eventfd(0, EFD_CLOEXEC));
+        const int watch = executor.watch(fd.get(), [] {}); // the epoll thread
+        ASSERT_GE(watch, 0);
+        ran.get_future().wait();
+
+        sigset_t usr1, old;
+        ::sigemptyset(&usr1);
+        ::sigaddset(&usr1, SIGUSR1);
+        ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &usr1, &old), 0);
+        ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        EXPECT_FALSE(signalTaken.load()) << "a library thread took the process's signal";
+        ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, &old, nullptr), 0); // delivered here, now
+        EXPECT_TRUE(signalTaken.load());
+        EXPECT_TRUE(::pthread_equal(signalTaker.load(), ::pthread_self()));
+        executor.unwatch(watch);
+    }
+    ::sigaction(SIGUSR1, &previous, nullptr);
+}
