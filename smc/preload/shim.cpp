@@ -86,6 +86,11 @@ StackCore* Shim::stack()
             makeStack(settings_.stack, StackHooks{executor_.get(), nullptr});
         if (made) {
             stack_ = std::move(*made);
+            Result<std::unique_ptr<Publisher>> p = Publisher::start(*stack_, *executor_);
+            if (p)
+                publisher_ = std::move(*p);
+            else
+                log("connections not published for smc-ss: %s", p.error().message().c_str());
         } else {
             stackFailed_ = true; // TCP from now on, said once
             log("no SMC stack (%s): TCP only", made.error().message().c_str());
@@ -178,6 +183,7 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
 {
     Shim& s = instance();
     // The parent's stack has no threads here: never used or destroyed in this process.
+    (void)s.publisher_.release();
     (void)s.stack_.release();
     (void)s.executor_.release();
     s.stackFailed_ = false;

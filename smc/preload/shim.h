@@ -10,6 +10,7 @@
 
 #include "base/mutex.h"
 #include "base/unique_fd.h"
+#include "smc/preload/publisher.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/stack.h"
@@ -92,6 +93,7 @@ private:
     // The stack's own threads (not Executor::shared(): a child after fork needs new ones).
     std::unique_ptr<Executor> executor_ SMC_GUARDED_BY(stackMutex_);
     std::unique_ptr<SmcStack> stack_ SMC_GUARDED_BY(stackMutex_);
+    std::unique_ptr<Publisher> publisher_ SMC_GUARDED_BY(stackMutex_); // for smc-ss
     bool stackFailed_ SMC_GUARDED_BY(stackMutex_) = false;
 };
 

@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: MIT
 # Unmodified programs under smc-run: the bytes they exchange, and from smc-run -d's lines (the
 # library's own, one per connection) whether each connection went SMC-D or stayed TCP.
-# Usage: apps_test.sh SMC_RUN LIBRARY CASE   (CASE: echo, mixed, iperf3, nginx, redis, sockperf)
+# Usage: apps_test.sh SMC_RUN LIBRARY CASE [SMC_SS]   (CASE: echo, mixed, iperf3, nginx, redis, sockperf)
 set -euo pipefail
 smc_run=$1
 export SMC_RUN_PRELOAD=$2
 case_name=$3
+smc_ss=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -16,6 +17,27 @@ need() { command -v "$1" >/dev/null || fail "$1 is not installed (.ci/install-de
 # Waits for a file to have content (a server's port).
 wait_for() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "no $1"; }
 count() { grep -c "$1" "$2" || true; }
+# What the processes named $1 published (smc-ss): "SMCD_SERVER SMCD_CLIENT FALLBACKS" summed.
+published() {
+    [ -n "$smc_ss" ] || { echo "- - -"; return; }
+    "$smc_ss" --json > "$work/smc-ss.json" || fail "smc-ss"
+    python3 - "$1" "$work/smc-ss.json" <<'PY'
+import json, sys
+procs = [p for p in json.load(open(sys.argv[2])) if p["command"] == sys.argv[1]]
+st = [p["smcss"]["stats"] for p in procs]
+fallbacks = sum(sum(s["server_fallbacks"].values()) + sum(s["client_fallbacks"].values()) for s in st)
+print(sum(s["smcd_server"] for s in st), sum(s["smcd_client"] for s in st), fallbacks)
+PY
+}
+# The published view agrees: at least $2 SMC-D server connections in processes named $1, and no
+# fallback (skipped when no smc-ss is given).
+expect_published() {
+    local server client fallbacks
+    read -r server client fallbacks < <(published "$1")
+    [ "$server" = - ] && return 0
+    [ "$server" -ge "$2" ] || fail "smc-ss: $1 published $server SMC-D server connections"
+    [ "$fallbacks" = 0 ] || fail "smc-ss: $1 published $fallbacks fallbacks"
+}
 
 # An echo server and client, each under smc-run or not ($1, $2: "smc" or "tcp").
 echo_pair() {
@@ -127,6 +149,7 @@ CONF
     grep -q 'Requests/sec' "$work/wrk.out" || fail "wrk: no result"
     ! grep -q -E 'Socket errors|Non-2xx' "$work/wrk.out" || fail "wrk: errors: $(cat "$work/wrk.out")"
     [ "$(count 'client SMC-D' "$work/wrk-client.log")" -ge 8 ] || fail "wrk: not SMC-D"
+    expect_published nginx 10
     kill -QUIT "$(cat "$work/nginx.pid")"
     wait %1 || true
     [ "$(count 'server SMC-D' "$work/nginx-server.log")" -ge 10 ] || fail "nginx: not SMC-D"
@@ -154,6 +177,7 @@ redis)
     grep -q 'SET: .* requests per second' "$work/bench.out" || fail "redis-benchmark: no SET result"
     grep -q 'GET: .* requests per second' "$work/bench.out" || fail "redis-benchmark: no GET result"
     [ "$(count 'client SMC-D' "$work/bench-client.log")" -ge 40 ] || fail "redis-benchmark not SMC-D"
+    expect_published redis-server 42
     kill %1
     wait %1 || true
     [ "$(count 'fallback' "$work/redis-server.log")" = 0 ] || fail "redis: fallbacks"
