@@ -92,18 +92,21 @@ int dup(int fd)
     return alias(fd, real().dup(fd));
 }
 
+// The kernel closes what `to` was only when the call succeeds; so does the table.
 int dup2(int from, int to)
 {
-    if (from != to)
+    const int r = real().dup2(from, to);
+    if (r >= 0 && from != to)
         replacing(to);
-    return alias(from, real().dup2(from, to));
+    return alias(from, r);
 }
 
 int dup3(int from, int to, int flags)
 {
-    if (from != to)
+    const int r = real().dup3(from, to, flags);
+    if (r >= 0)
         replacing(to);
-    return alias(from, real().dup3(from, to, flags));
+    return alias(from, r);
 }
 
 // The argument is an int or a pointer; both travel in the same register.

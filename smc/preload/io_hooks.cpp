@@ -42,8 +42,17 @@ bool wouldWait(const Conn& conn, int fd, int flags, short events) noexcept
     return ::poll(&p, 1, 0) == 0;
 }
 
+// A connection the parent made, in a forked child: its cursors are the parent's (and the
+// parent goes on using them), so the child may not move them.
+bool inherited(const Conn& conn) noexcept
+{
+    return conn.generation != Shim::instance().generation();
+}
+
 ssize_t received(const Conn& conn, int fd, std::span<std::byte> into, int flags)
 {
+    if (inherited(conn))
+        return fail(EOPNOTSUPP);
     if (flags & (MSG_PEEK | MSG_OOB))
         return fail(EOPNOTSUPP); // not on an SMC connection (yet)
     if (wouldWait(conn, fd, flags, POLLIN))
@@ -65,14 +74,25 @@ ssize_t received(const Conn& conn, int fd, std::span<std::byte> into, int flags)
 
 ssize_t sent(const Conn& conn, int fd, std::span<const std::byte> data, int flags)
 {
+    if (inherited(conn))
+        return fail(EOPNOTSUPP);
     if (flags & MSG_OOB)
         return fail(EOPNOTSUPP);
     if (wouldWait(conn, fd, flags, POLLOUT))
         return fail(EAGAIN);
-    smc::Result<std::size_t> n =
-        conn.impl->send(data, (flags & MSG_MORE) ? smc::SendFlags::More : smc::SendFlags::None);
-    if (n)
-        return static_cast<ssize_t>(*n);
+    // A blocking send takes everything, as TCP's does (the connection returns after each piece
+    // that fits its peer's ring); a non-blocking one what fits now.
+    const bool blocking = !conn.nonBlocking && !(flags & MSG_DONTWAIT);
+    const smc::SendFlags more = (flags & MSG_MORE) ? smc::SendFlags::More : smc::SendFlags::None;
+    std::size_t done = 0;
+    smc::Result<std::size_t> n = std::size_t{0};
+    do {
+        n = conn.impl->send(data.subspan(done), more);
+        if (n)
+            done += *n;
+    } while (n && blocking && done < data.size());
+    if (done > 0 || data.empty())
+        return static_cast<ssize_t>(done);
     const int e = smc::preload::errnoOf(n.error());
     if (e == EPIPE && !(flags & MSG_NOSIGNAL))
         (void)::raise(SIGPIPE); // as the kernel does for a stream socket

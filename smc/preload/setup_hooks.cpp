@@ -121,8 +121,11 @@ bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::
         return false;
     }
     (*impl)->setNonBlocking(nonBlock);
-    if (nonBlock)
-        (void)real().fcntl(fd, F_SETFL, real().fcntl(fd, F_GETFL) | O_NONBLOCK);
+    // The number's file is now the ready socket: its O_NONBLOCK is what F_GETFL shows, so it
+    // must be the socket's (a program may save the flags and set them again).
+    const int flags = real().fcntl(fd, F_GETFL);
+    if (flags >= 0)
+        (void)real().fcntl(fd, F_SETFL, nonBlock ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
     auto conn = std::make_shared<Conn>();
     conn->impl = std::move(*impl);
     conn->nonBlocking = nonBlock;
@@ -207,7 +210,9 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
         *fromLen = peerLen;
     }
     const auto* p = reinterpret_cast<const sockaddr*>(&peer);
-    if (fd >= Shim::kMaxFd || !shim.announced(listener) || !smc::preload::isLoopback(p, peerLen) ||
+    // The client's announcement decides (it proposes only to a listener it found named), not
+    // whether this number announced: another process may hold the listener's name.
+    if (fd >= Shim::kMaxFd || !smc::preload::isLoopback(p, peerLen) ||
         !smc::preload::clientAnnounced(smc::preload::portOf(p)))
         return fd; // TCP, untouched
     smc::StackCore* stack = shim.stack();

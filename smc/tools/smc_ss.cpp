@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // smc-ss: the SMC connections and statistics of every process under smc-run, as smcss shows
 // the kernel's: a table per process, or (--json) one JSON array of them all.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -42,7 +43,8 @@ std::vector<std::string> publishers()
 // The publisher's answer (a JSON line, then the table), or "" if it did not give one.
 std::string ask(const std::string& name)
 {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    // Non-blocking connect: a publisher whose queue is full is skipped, not waited for.
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return {};
     const timeval limit{1, 0};
@@ -53,7 +55,8 @@ std::string ask(const std::string& name)
     std::memcpy(un.sun_path + 1, name.data(), n);
     std::string reply;
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&un),
-                  static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) == 0) {
+                  static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)) == 0 &&
+        ::fcntl(fd, F_SETFL, 0) == 0) { // then reads wait, up to SO_RCVTIMEO
         char buffer[65536];
         for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;)
             reply.append(buffer, static_cast<std::size_t>(got));
