@@ -47,21 +47,6 @@ int alias(int from, int to)
     return to;
 }
 
-// dup2/dup3 onto a number that stood for a connection closes that number first, as the kernel
-// does for the file.
-void replacing(int to)
-{
-    Shim& shim = Shim::instance();
-    if (shim.announced(to))
-        shim.dropAnnouncement(to);
-    if (std::shared_ptr<Conn> conn = shim.remove(to)) {
-        if (conn->generation != shim.generation())
-            (void)new std::shared_ptr<Conn>(std::move(conn)); // the parent's: see close()
-        else if (conn->numbers.fetch_sub(1) == 1)
-            conn->impl->close();
-    }
-}
-
 int control(int (*call)(int, int, ...), int fd, int cmd, void* arg)
 {
     const int r = call(fd, cmd, arg);
@@ -97,7 +82,7 @@ int dup2(int from, int to)
 {
     const int r = real().dup2(from, to);
     if (r >= 0 && from != to)
-        replacing(to);
+        Shim::instance().forget(to); // the kernel closed what `to` was
     return alias(from, r);
 }
 
@@ -105,7 +90,7 @@ int dup3(int from, int to, int flags)
 {
     const int r = real().dup3(from, to, flags);
     if (r >= 0)
-        replacing(to);
+        Shim::instance().forget(to);
     return alias(from, r);
 }
 

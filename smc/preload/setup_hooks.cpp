@@ -134,11 +134,6 @@ bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::
     return true;
 }
 
-const char* toText(smc::clc::DeclineCode code)
-{
-    return smc::clc::toString(code);
-}
-
 } // namespace
 
 extern "C" {
@@ -170,7 +165,7 @@ int connect(int fd, const sockaddr* to, socklen_t len)
     }
     if (auto* fallback = std::get_if<smc::net::Fallback>(&*outcome)) {
         stack->countFallback(false, fallback->reason);
-        shim.log("fd %d: client TCP (fallback %s)", fd, toText(fallback->reason));
+        shim.log("fd %d: client TCP (fallback %s)", fd, smc::clc::toString(fallback->reason));
         return 0;
     }
     if (!redirect(fd, *stack, false, std::move(outcome)))
@@ -229,7 +224,7 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
     }
     if (auto* fallback = std::get_if<smc::net::Fallback>(&*outcome)) {
         stack->countFallback(true, fallback->reason);
-        shim.log("fd %d: server TCP (fallback %s)", fd, toText(fallback->reason));
+        shim.log("fd %d: server TCP (fallback %s)", fd, smc::clc::toString(fallback->reason));
         return fd;
     }
     if (!redirect(fd, *stack, true, std::move(outcome))) {
@@ -247,18 +242,7 @@ int accept(int listener, sockaddr* from, socklen_t* fromLen)
 
 int close(int fd)
 {
-    Shim& shim = Shim::instance();
-    if (shim.announced(fd))
-        shim.dropAnnouncement(fd);
-    if (std::shared_ptr<Conn> conn = shim.remove(fd)) {
-        if (conn->generation != shim.generation()) {
-            // The parent's connection: its stack has no threads here. Dropping the number is
-            // all a child may do (the parent's connection goes on).
-            (void)new std::shared_ptr<Conn>(std::move(conn)); // never destroyed here
-        } else if (conn->numbers.fetch_sub(1) == 1) {
-            conn->impl->close();
-        }
-    }
+    Shim::instance().forget(fd);
     return real().close(fd);
 }
 

@@ -123,6 +123,21 @@ std::shared_ptr<Conn> Shim::remove(int fd)
     return std::move(conns_[fd]);
 }
 
+void Shim::forget(int fd)
+{
+    if (announced(fd))
+        dropAnnouncement(fd);
+    if (std::shared_ptr<Conn> conn = remove(fd)) {
+        if (conn->generation != generation()) {
+            // The parent's connection: its stack has no threads here. Dropping the number is
+            // all a child may do (the parent's connection goes on).
+            (void)new std::shared_ptr<Conn>(std::move(conn)); // never destroyed here
+        } else if (conn->numbers.fetch_sub(1) == 1) {
+            conn->impl->close();
+        }
+    }
+}
+
 void Shim::holdAnnouncement(int fd, UniqueFd announcement)
 {
     MutexLocker lock(stripe(fd));

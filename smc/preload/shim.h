@@ -61,6 +61,10 @@ public:
     void add(int fd, std::shared_ptr<Conn> conn);
     std::shared_ptr<Conn> remove(int fd);
 
+    // The number `fd` goes (close, or dup2 onto it): its announcement is dropped, and its
+    // connection closed if it was the last number of one (only dropped if it is the parent's).
+    void forget(int fd);
+
     // The listener announcement held for listening socket `fd` (see registry.h).
     void holdAnnouncement(int fd, UniqueFd announcement);
     bool announced(int fd) const;
