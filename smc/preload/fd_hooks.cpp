@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The shim's descriptor calls: dup, fcntl and ioctl follow an SMC descriptor's numbers and its
 // non-blocking flag; its socket options and addresses are the TCP socket's.
-// Our definitions must keep libc's own symbol names: no redirection of fcntl to fcntl64 or
-// sendfile to sendfile64 (both are defined below, each under its own name).
+// Our definitions must keep libc's own symbol names: no redirection of fcntl to fcntl64 (both
+// are defined below, each under its own name).
 #undef _FILE_OFFSET_BITS
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -17,17 +17,12 @@
 #include "smc/preload/shim.h"
 
 using smc::preload::Conn;
+using smc::preload::fail;
 using smc::preload::real;
 using smc::preload::Shim;
 
 namespace
 {
-
-int fail(int e) noexcept
-{
-    errno = e;
-    return -1;
-}
 
 // `to` is a new number of `from`'s connection (after dup, dup2, dup3, F_DUPFD).
 int alias(int from, int to)

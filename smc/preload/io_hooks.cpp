@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The shim's reads and writes: on an SMC descriptor they are the connection's, with the socket
 // calls' semantics (partial I/O, EAGAIN, EPIPE and SIGPIPE, MSG_DONTWAIT, MSG_MORE, MSG_WAITALL).
-// Our definitions must keep libc's own symbol names: no redirection of fcntl to fcntl64 or
-// sendfile to sendfile64 (both are defined below, each under its own name).
+// Our definitions must keep libc's own symbol names: no redirection of sendfile to sendfile64
+// (both are defined below, each under its own name).
 #undef _FILE_OFFSET_BITS
 #include <poll.h>
 #include <signal.h>
@@ -20,17 +20,12 @@
 #include "smc/preload/shim.h"
 
 using smc::preload::Conn;
+using smc::preload::fail;
 using smc::preload::real;
 using smc::preload::Shim;
 
 namespace
 {
-
-ssize_t fail(int e) noexcept
-{
-    errno = e;
-    return -1;
-}
 
 // Whether a call that may not wait (non-blocking file, MSG_DONTWAIT) would: the ready
 // descriptor says so without waiting.

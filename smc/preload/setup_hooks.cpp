@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The shim's connection setup: connect, listen and accept decide SMC or TCP; close, dup, fcntl,
 // ioctl and the socket options keep an SMC descriptor behaving as the TCP socket it stands for.
-// Our definitions must keep libc's own symbol names: no redirection of fcntl to fcntl64 or
-// sendfile to sendfile64 (both are defined below, each under its own name).
-#undef _FILE_OFFSET_BITS
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -20,17 +17,12 @@
 #include "smc/preload/shim.h"
 
 using smc::preload::Conn;
+using smc::preload::fail;
 using smc::preload::real;
 using smc::preload::Shim;
 
 namespace
 {
-
-int fail(int e) noexcept
-{
-    errno = e;
-    return -1;
-}
 
 // A TCP stream socket of ours to redirect: IPv4 or IPv6, a number the table holds.
 bool tcpStream(int fd) noexcept

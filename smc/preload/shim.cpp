@@ -101,7 +101,7 @@ StackCore* Shim::stack()
 
 std::shared_ptr<Conn> Shim::find(int fd) const
 {
-    if (fd < 0 || fd >= kMaxFd || !marked_[fd].load(std::memory_order_relaxed))
+    if (!marked(fd))
         return nullptr;
     MutexLocker lock(stripe(fd));
     return conns_[fd];
@@ -116,7 +116,7 @@ void Shim::add(int fd, std::shared_ptr<Conn> conn)
 
 std::shared_ptr<Conn> Shim::remove(int fd)
 {
-    if (fd < 0 || fd >= kMaxFd || !marked_[fd].load(std::memory_order_relaxed))
+    if (!marked(fd))
         return nullptr;
     MutexLocker lock(stripe(fd));
     marked_[fd].store(announcements_[fd].valid(), std::memory_order_relaxed);
@@ -147,7 +147,7 @@ void Shim::holdAnnouncement(int fd, UniqueFd announcement)
 
 bool Shim::announced(int fd) const
 {
-    if (fd < 0 || fd >= kMaxFd || !marked_[fd].load(std::memory_order_relaxed))
+    if (!marked(fd))
         return false;
     MutexLocker lock(stripe(fd));
     return announcements_[fd].valid();

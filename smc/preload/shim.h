@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -82,6 +83,11 @@ private:
     static void afterForkParent() noexcept;
     static void afterForkChild() noexcept;
     Mutex& stripe(int fd) const noexcept { return stripes_[static_cast<unsigned>(fd) % kStripes]; }
+    // Whether the table may hold something for `fd` (no lock: a hint the caller confirms).
+    bool marked(int fd) const noexcept
+    {
+        return fd >= 0 && fd < kMaxFd && marked_[fd].load(std::memory_order_relaxed);
+    }
 
     static constexpr unsigned kStripes = 64;
     Settings settings_;
@@ -103,5 +109,12 @@ private:
 
 // The errno of an error code (EIO for one that is not a system error).
 int errnoOf(std::error_code ec) noexcept;
+
+// How a socket call fails: -1, with errno `e`.
+inline int fail(int e) noexcept
+{
+    errno = e;
+    return -1;
+}
 
 } // namespace smc::preload

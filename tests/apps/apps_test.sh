@@ -17,6 +17,7 @@ need() { command -v "$1" >/dev/null || fail "$1 is not installed (.ci/install-de
 # Waits for a file to have content (a server's port).
 wait_for() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "no $1"; }
 count() { grep -c "$1" "$2" || true; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # What the processes named $1 published (smc-ss): "SMCD_SERVER SMCD_CLIENT FALLBACKS" summed.
 published() {
     [ -n "$smc_ss" ] || { echo "- - -"; return; }
@@ -80,7 +81,7 @@ mixed)
 iperf3)
     need iperf3
     need python3
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     for direction in forward reverse; do
         flag=(); [ $direction = reverse ] && flag=(-R)
         timeout 60 sh "$smc_run" -d iperf3 -s -1 -p "$port" -B 127.0.0.1 \
@@ -104,7 +105,7 @@ nginx)
     need curl
     need wrk
     need python3
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     mkdir -p "$work/html"
     head -c $((3 << 20)) /dev/urandom > "$work/html/big.bin"
     echo hello > "$work/html/index.html"
@@ -160,7 +161,7 @@ redis)
     need redis-cli
     need redis-benchmark
     need python3
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     timeout 120 sh "$smc_run" -d redis-server --port "$port" --bind 127.0.0.1 --save '' \
         --appendonly no --daemonize no --dir "$work" > "$work/redis.out" 2> "$work/redis-server.log" &
     for _ in $(seq 100); do grep -q 'listening, SMC-D announced' "$work/redis-server.log" && break; sleep 0.1; done
@@ -185,7 +186,7 @@ redis)
 sockperf)
     need sockperf
     need python3
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     timeout 60 sh "$smc_run" -d sockperf sr --tcp -i 127.0.0.1 -p "$port" \
         > "$work/sockperf-server.out" 2> "$work/sockperf-server.log" &
     for _ in $(seq 100); do grep -q 'listening, SMC-D announced' "$work/sockperf-server.log" && break; sleep 0.1; done
