@@ -375,6 +375,15 @@ bool CdcConnection::readable() const
     return probe([](const cdc::CdcStream& s) { return CdcState::readable(s); });
 }
 
+std::size_t CdcConnection::unread() const
+{
+    MutexLocker lock(mutex_);
+    if (cdc_.closed || cdc_.aborted)
+        return 0;
+    cdc::CdcStream s = cdc_.stream;
+    return peek(s) ? s.readable() : 0;
+}
+
 bool CdcConnection::abandoned() const
 {
     return probe([](const cdc::CdcStream& s) { return CdcState::abandoned(s); });

@@ -66,6 +66,9 @@ public:
     virtual void peerGone() noexcept = 0;
 
     virtual bool readable() const = 0; // recv would not block
+    // The bytes a recv would return now without waiting (FIONREAD): 0 at the end or after an
+    // abort, which the next recv reports.
+    virtual std::size_t unread() const = 0;
     // The peer closed (not only shut down writing) or aborted, or we aborted, and nothing is
     // left to read: nobody loses anything when a connection not yet accepted goes.
     virtual bool abandoned() const = 0;

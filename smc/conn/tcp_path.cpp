@@ -4,6 +4,7 @@
 
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "base/sys_error.h"
@@ -100,6 +101,12 @@ bool TcpPath::readable() const
 {
     pollfd p{fd_, POLLIN, 0};
     return ::poll(&p, 1, 0) == 1;
+}
+
+std::size_t TcpPath::unread() const
+{
+    int n = 0;
+    return ::ioctl(fd_, FIONREAD, &n) == 0 && n > 0 ? static_cast<std::size_t>(n) : 0;
 }
 
 bool TcpPath::writable() const

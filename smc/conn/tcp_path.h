@@ -35,6 +35,7 @@ public:
     void close() noexcept override { closed_ = true; }
     void peerGone() noexcept override {}
     bool readable() const override;
+    std::size_t unread() const override;
     bool abandoned() const override;
     bool writable() const override;
     void fillInfo(ConnectionInfo& info) const override;

@@ -37,10 +37,15 @@ ReadyFd::ReadyFd(ReadyFd&& other) noexcept
 
 ReadyFd::~ReadyFd() = default;
 
-void ReadyFd::set(bool readable, bool writable) noexcept
+void ReadyFd::set(bool readable, bool writable, bool again) noexcept
 {
     MutexLocker lock(mutex_);
     std::array<std::byte, 4096> junk{};
+    if (readable && readable_ && again) { // one byte queued, whatever the pulses before
+        while (::recv(app_.get(), junk.data(), junk.size(), MSG_DONTWAIT) > 0) {
+        }
+        (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (readable != readable_) {
         if (readable)
             (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);

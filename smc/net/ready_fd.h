@@ -22,8 +22,11 @@ public:
     ~ReadyFd();
 
     int fd() const noexcept { return app_.get(); }
-    // Idempotent; a few syscalls when something changes, none otherwise. Never blocks.
-    void set(bool readable, bool writable) noexcept;
+    // Idempotent; a few syscalls when something changes, none otherwise. `again`: the peer
+    // sent something (or may have): a readable fd that stays readable turns readable anew, as
+    // a TCP socket does for each arrival, since an edge-triggered poller that decided from
+    // FIONREAD that it read everything (nginx) waits for that edge. Never blocks.
+    void set(bool readable, bool writable, bool again = false) noexcept;
 
 private:
     ReadyFd(UniqueFd app, UniqueFd ours) noexcept;

@@ -10,16 +10,21 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 
 #include "smc/preload/real.h"
+#include "smc/preload/setup.h"
 #include "smc/preload/shim.h"
 
 using smc::preload::Conn;
 using smc::preload::fail;
 using smc::preload::real;
+using smc::preload::Route;
 using smc::preload::Shim;
+using smc::preload::Wait;
 
 namespace
 {
@@ -30,7 +35,7 @@ int alias(int from, int to)
     Shim& shim = Shim::instance();
     if (to < 0 || to == from)
         return to;
-    std::shared_ptr<Conn> conn = shim.find(from);
+    std::shared_ptr<Conn> conn = shim.route(from, Wait::Never).conn;
     if (!conn)
         return to;
     if (to >= Shim::kMaxFd) { // beyond the table: the number would read the ready socket
@@ -42,8 +47,34 @@ int alias(int from, int to)
     return to;
 }
 
+// O_NONBLOCK, just set on the number's file by F_SETFL or FIONBIO, for what the number stands
+// for. False: a handshake ended meanwhile and may have read the flag before us (Shim::settle),
+// so the number's new file must get it again.
+bool nonBlockingSet(int fd, bool on)
+{
+    Shim& shim = Shim::instance();
+    const Route route = shim.route(fd, Wait::Never);
+    if (route.conn) {
+        route.conn->nonBlocking = on;
+        route.conn->impl->setNonBlocking(on);
+    } else if (route.setup) {
+        route.setup->nonBlocking = on;
+        return shim.route(fd, Wait::Never).setup != nullptr;
+    }
+    return true;
+}
+
+// A copy of the number made while its handshake is under way would keep the stand-in: the
+// handshake's end is waited for first (the program cannot have asked for it to be quick).
+void settled(int fd)
+{
+    (void)Shim::instance().route(fd, Wait::Always);
+}
+
 int control(int (*call)(int, int, ...), int fd, int cmd, void* arg)
 {
+    if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+        settled(fd);
     const int r = call(fd, cmd, arg);
     if (r < 0)
         return r;
@@ -52,15 +83,21 @@ int control(int (*call)(int, int, ...), int fd, int cmd, void* arg)
     case F_DUPFD_CLOEXEC:
         return alias(fd, r);
     case F_SETFL:
-        if (std::shared_ptr<Conn> conn = Shim::instance().find(fd)) {
-            const bool on = (reinterpret_cast<std::intptr_t>(arg) & O_NONBLOCK) != 0;
-            conn->nonBlocking = on;
-            conn->impl->setNonBlocking(on);
+        if (const bool on = (reinterpret_cast<std::intptr_t>(arg) & O_NONBLOCK) != 0;
+            !nonBlockingSet(fd, on)) {
+            (void)call(fd, cmd, arg);
+            (void)nonBlockingSet(fd, on);
         }
         return r;
     default:
         return r;
     }
+}
+
+// The TCP socket's descriptor of what `route` found (-1: none, the number's own is).
+int tcpOf(const Route& route) noexcept
+{
+    return route.setup ? route.setup->tcp.get() : -1;
 }
 
 } // namespace
@@ -69,12 +106,16 @@ extern "C" {
 
 int dup(int fd)
 {
+    settled(fd);
     return alias(fd, real().dup(fd));
 }
 
-// The kernel closes what `to` was only when the call succeeds; so does the table.
+// The kernel closes what `to` was only when the call succeeds; so does the table. A
+// handshake under way on either number ends first (it would move `to` under us).
 int dup2(int from, int to)
 {
+    settled(from);
+    settled(to);
     const int r = real().dup2(from, to);
     if (r >= 0 && from != to)
         Shim::instance().forget(to); // the kernel closed what `to` was
@@ -83,6 +124,8 @@ int dup2(int from, int to)
 
 int dup3(int from, int to, int flags)
 {
+    settled(from);
+    settled(to);
     const int r = real().dup3(from, to, flags);
     if (r >= 0)
         Shim::instance().forget(to);
@@ -114,63 +157,88 @@ int ioctl(int fd, unsigned long request, ...)
     va_start(args, request);
     void* arg = va_arg(args, void*);
     va_end(args);
-    std::shared_ptr<Conn> conn = Shim::instance().find(fd);
-    if (conn && request == FIONREAD) // what the connection holds, not the ready socket's byte
-        return fail(EOPNOTSUPP);
-    const int r = real().ioctl(fd, request, arg);
-    if (r == 0 && conn && request == FIONBIO && arg) {
+    const Route route = Shim::instance().route(fd, Wait::Never);
+    if (route.conn && request == FIONREAD && arg) { // the connection's, not the ready socket's
+        smc::Result<std::size_t> n = route.conn->impl->unread();
+        if (!n)
+            return fail(smc::preload::errnoOf(n.error()));
+        *static_cast<int*>(arg) = static_cast<int>(std::min<std::size_t>(*n, INT_MAX));
+        return 0;
+    }
+    const int r = real().ioctl(fd, request, arg); // FIONREAD under way: the stand-in's 0
+    if (r == 0 && request == FIONBIO && arg) {
         const bool on = *static_cast<const int*>(arg) != 0;
-        conn->nonBlocking = on;
-        conn->impl->setNonBlocking(on);
+        if (!nonBlockingSet(fd, on)) {
+            (void)real().ioctl(fd, request, arg);
+            (void)nonBlockingSet(fd, on);
+        }
     }
     return r;
 }
 
 int getsockopt(int fd, int level, int name, void* value, socklen_t* len)
 {
-    std::shared_ptr<Conn> conn = Shim::instance().find(fd);
-    if (!conn)
+    const Route route = Shim::instance().route(fd, Wait::Never);
+    if (route.setup)
+        return real().getsockopt(tcpOf(route), level, name, value, len);
+    if (!route.conn)
         return real().getsockopt(fd, level, name, value, len);
     if (level == SOL_SOCKET && name == SO_ERROR && value && len && *len >= sizeof(int)) {
         *static_cast<int*>(value) = 0; // the connection's errors come with its calls
         *len = sizeof(int);
         return 0;
     }
-    return conn->impl->onTcp(
+    return route.conn->impl->onTcp(
         [&](int tcp) { return real().getsockopt(tcp, level, name, value, len); });
 }
 
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
 {
-    std::shared_ptr<Conn> conn = Shim::instance().find(fd);
-    if (!conn)
+    const Route route = Shim::instance().route(fd, Wait::Never);
+    if (!route.conn && !route.setup)
         return real().setsockopt(fd, level, name, value, len);
     if (level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK) && value &&
         len >= sizeof(int)) {
         const bool on = *static_cast<const int*>(value) != 0;
-        smc::Result<void> r =
-            name == TCP_NODELAY ? conn->impl->setNoDelay(on) : conn->impl->setCork(on);
-        if (!r)
+        if (route.setup) { // for the connection, when there is one
+            smc::MutexLocker lock(route.setup->mutex);
+            (name == TCP_NODELAY ? route.setup->noDelay : route.setup->cork) = on;
+        } else if (smc::Result<void> r = name == TCP_NODELAY ? route.conn->impl->setNoDelay(on)
+                                                             : route.conn->impl->setCork(on);
+                   !r) {
             return fail(smc::preload::errnoOf(r.error()));
+        }
     }
-    return conn->impl->onTcp(
+    if (route.setup)
+        return real().setsockopt(tcpOf(route), level, name, value, len);
+    return route.conn->impl->onTcp(
         [&](int tcp) { return real().setsockopt(tcp, level, name, value, len); });
 }
 
+// Addresses are the TCP socket's.
 int getsockname(int fd, sockaddr* addr, socklen_t* len)
 {
-    std::shared_ptr<Conn> conn = Shim::instance().find(fd);
-    if (!conn)
+    const Route route = Shim::instance().route(fd, Wait::Never);
+    if (route.setup)
+        return real().getsockname(tcpOf(route), addr, len);
+    if (!route.conn)
         return real().getsockname(fd, addr, len);
-    return conn->impl->onTcp([&](int tcp) { return real().getsockname(tcp, addr, len); });
+    return route.conn->impl->onTcp([&](int tcp) { return real().getsockname(tcp, addr, len); });
 }
 
 int getpeername(int fd, sockaddr* addr, socklen_t* len)
 {
-    std::shared_ptr<Conn> conn = Shim::instance().find(fd);
-    if (!conn)
+    const Route route = Shim::instance().route(fd, Wait::Never);
+    if (route.setup)
+        return real().getpeername(tcpOf(route), addr, len);
+    if (!route.conn)
         return real().getpeername(fd, addr, len);
-    return conn->impl->onTcp([&](int tcp) { return real().getpeername(tcp, addr, len); });
+    return route.conn->impl->onTcp([&](int tcp) { return real().getpeername(tcp, addr, len); });
+}
+
+int epoll_ctl(int epfd, int op, int fd, epoll_event* event)
+{
+    return Shim::instance().epollControl(epfd, op, fd, event);
 }
 
 } // extern "C"

@@ -22,10 +22,19 @@
 using smc::preload::Conn;
 using smc::preload::fail;
 using smc::preload::real;
+using smc::preload::Route;
 using smc::preload::Shim;
+using smc::preload::Wait;
 
 namespace
 {
+
+// What a call on `fd` with `flags` goes to: a handshake under way is waited for unless the
+// number or the call (MSG_DONTWAIT) is non-blocking.
+Route routed(int fd, int flags)
+{
+    return Shim::instance().route(fd, (flags & MSG_DONTWAIT) ? Wait::Never : Wait::IfBlocking);
+}
 
 // Whether a call that may not wait (non-blocking file, MSG_DONTWAIT) would: the ready
 // descriptor says so without waiting.
@@ -182,8 +191,11 @@ extern "C" {
 
 ssize_t read(int fd, void* buf, size_t count)
 {
-    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
-        return received(*c, fd, {static_cast<std::byte*>(buf), count}, 0);
+    const Route r = routed(fd, 0);
+    if (r.error)
+        return fail(r.error);
+    if (r.conn)
+        return received(*r.conn, fd, {static_cast<std::byte*>(buf), count}, 0);
     return real().read(fd, buf, count);
 }
 
@@ -196,29 +208,41 @@ ssize_t __read_chk(int fd, void* buf, size_t count, size_t size)
 
 ssize_t write(int fd, const void* buf, size_t count)
 {
-    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
-        return sent(*c, fd, {static_cast<const std::byte*>(buf), count}, 0);
+    const Route r = routed(fd, 0);
+    if (r.error)
+        return fail(r.error);
+    if (r.conn)
+        return sent(*r.conn, fd, {static_cast<const std::byte*>(buf), count}, 0);
     return real().write(fd, buf, count);
 }
 
 ssize_t readv(int fd, const iovec* iov, int count)
 {
-    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
-        return receivedv(*c, fd, iov, count, 0);
+    const Route r = routed(fd, 0);
+    if (r.error)
+        return fail(r.error);
+    if (r.conn)
+        return receivedv(*r.conn, fd, iov, count, 0);
     return real().readv(fd, iov, count);
 }
 
 ssize_t writev(int fd, const iovec* iov, int count)
 {
-    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
-        return sentv(*c, fd, iov, count, 0);
+    const Route r = routed(fd, 0);
+    if (r.error)
+        return fail(r.error);
+    if (r.conn)
+        return sentv(*r.conn, fd, iov, count, 0);
     return real().writev(fd, iov, count);
 }
 
 ssize_t recv(int fd, void* buf, size_t len, int flags)
 {
-    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
-        return received(*c, fd, {static_cast<std::byte*>(buf), len}, flags);
+    const Route r = routed(fd, flags);
+    if (r.error)
+        return fail(r.error);
+    if (r.conn)
+        return received(*r.conn, fd, {static_cast<std::byte*>(buf), len}, flags);
     return real().recv(fd, buf, len, flags);
 }
 
@@ -231,19 +255,24 @@ ssize_t __recv_chk(int fd, void* buf, size_t len, size_t size, int flags)
 
 ssize_t send(int fd, const void* buf, size_t len, int flags)
 {
-    if (std::shared_ptr<Conn> c = Shim::instance().find(fd))
-        return sent(*c, fd, {static_cast<const std::byte*>(buf), len}, flags);
+    const Route r = routed(fd, flags);
+    if (r.error)
+        return fail(r.error);
+    if (r.conn)
+        return sent(*r.conn, fd, {static_cast<const std::byte*>(buf), len}, flags);
     return real().send(fd, buf, len, flags);
 }
 
 ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* from, socklen_t* fromLen)
 {
-    std::shared_ptr<Conn> c = Shim::instance().find(fd);
-    if (!c)
+    const Route r = routed(fd, flags);
+    if (r.error)
+        return fail(r.error);
+    if (!r.conn)
         return real().recvfrom(fd, buf, len, flags, from, fromLen);
     if (from && fromLen)
         *fromLen = 0; // a connected stream socket names no sender
-    return received(*c, fd, {static_cast<std::byte*>(buf), len}, flags);
+    return received(*r.conn, fd, {static_cast<std::byte*>(buf), len}, flags);
 }
 
 ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t size, int flags, sockaddr* from,
@@ -256,37 +285,45 @@ ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t size, int flags, so
 
 ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* to, socklen_t toLen)
 {
-    std::shared_ptr<Conn> c = Shim::instance().find(fd);
-    if (!c)
+    const Route r = routed(fd, flags);
+    if (r.error)
+        return fail(r.error);
+    if (!r.conn)
         return real().sendto(fd, buf, len, flags, to, toLen);
-    (void)to; // a connected stream socket ignores the address, as Linux's TCP does
-    (void)toLen;
-    return sent(*c, fd, {static_cast<const std::byte*>(buf), len}, flags);
+    // A connected stream socket ignores the address, as Linux's TCP does.
+    return sent(*r.conn, fd, {static_cast<const std::byte*>(buf), len}, flags);
 }
 
 ssize_t recvmsg(int fd, msghdr* msg, int flags)
 {
-    std::shared_ptr<Conn> c = Shim::instance().find(fd);
-    if (!c)
+    const Route r = routed(fd, flags);
+    if (r.error)
+        return fail(r.error);
+    if (!r.conn)
         return real().recvmsg(fd, msg, flags);
     msg->msg_namelen = 0;
     msg->msg_controllen = 0;
     msg->msg_flags = 0;
-    return receivedv(*c, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+    return receivedv(*r.conn, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
 }
 
 ssize_t sendmsg(int fd, const msghdr* msg, int flags)
 {
-    std::shared_ptr<Conn> c = Shim::instance().find(fd);
-    if (!c)
+    const Route r = routed(fd, flags);
+    if (r.error)
+        return fail(r.error);
+    if (!r.conn)
         return real().sendmsg(fd, msg, flags);
-    return sentv(*c, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+    return sentv(*r.conn, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
 }
 
 ssize_t sendfile(int out, int in, off_t* offset, size_t count)
 {
-    if (std::shared_ptr<Conn> c = Shim::instance().find(out))
-        return sentFile(*c, out, in, offset, count);
+    const Route r = routed(out, 0);
+    if (r.error)
+        return fail(r.error);
+    if (r.conn)
+        return sentFile(*r.conn, out, in, offset, count);
     return real().sendfile(out, in, offset, count);
 }
 

@@ -29,6 +29,8 @@ template <typename F> void find(F& slot, const char* name) noexcept
 Real resolve() noexcept
 {
     Real r{};
+    find(r.socket, "socket");
+    find(r.epoll_ctl, "epoll_ctl");
     find(r.connect, "connect");
     find(r.listen, "listen");
     find(r.accept, "accept");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -11,6 +12,8 @@ namespace smc::preload
 {
 
 struct Real {
+    int (*socket)(int, int, int);
+    int (*epoll_ctl)(int, int, int, epoll_event*);
     int (*connect)(int, const sockaddr*, socklen_t);
     int (*listen)(int, int);
     int (*accept)(int, sockaddr*, socklen_t*);

@@ -14,12 +14,15 @@
 
 #include "smc/preload/real.h"
 #include "smc/preload/registry.h"
+#include "smc/preload/setup.h"
 #include "smc/preload/shim.h"
 
 using smc::preload::Conn;
 using smc::preload::fail;
 using smc::preload::real;
+using smc::preload::Route;
 using smc::preload::Shim;
+using smc::preload::Wait;
 
 namespace
 {
@@ -70,7 +73,7 @@ int connectWaiting(int fd, const sockaddr* to, socklen_t len, std::chrono::milli
 {
     if (real().connect(fd, to, len) == 0)
         return 0;
-    if (errno != EINPROGRESS && errno != EINTR)
+    if (errno != EINPROGRESS && errno != EALREADY && errno != EINTR)
         return -1;
     pollfd p{fd, POLLOUT, 0};
     int n;
@@ -106,7 +109,7 @@ bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::
         return false;
     }
     smc::Result<int> ready = (*impl)->pollFd();
-    if (!ready || real().dup3(*ready, fd, cloexec ? O_CLOEXEC : 0) < 0) {
+    if (!ready || !shim.moveTo(fd, *ready, cloexec)) {
         shim.log("fd %d: no ready descriptor: %s", fd,
                  ready ? std::strerror(errno) : ready.error().message().c_str());
         (*impl)->close();
@@ -126,27 +129,65 @@ bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::
     return true;
 }
 
+// TCP as it is: connect(2) itself, and the number's file stays the TCP socket.
+int plainConnect(int fd, const sockaddr* to, socklen_t len)
+{
+    const int r = real().connect(fd, to, len);
+    if (r == 0 || errno == EINPROGRESS) {
+        const int e = errno;
+        Shim::instance().untrack(fd);
+        errno = e;
+    }
+    return r;
+}
+
 } // namespace
 
 extern "C" {
 
+int socket(int domain, int type, int protocol)
+{
+    const int fd = real().socket(domain, type, protocol);
+    // A TCP socket may become SMC when it connects: its epoll registrations are kept until then.
+    if (fd >= 0 && (domain == AF_INET || domain == AF_INET6) &&
+        (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM &&
+        (protocol == 0 || protocol == IPPROTO_TCP))
+        Shim::instance().track(fd);
+    return fd;
+}
+
 int connect(int fd, const sockaddr* to, socklen_t len)
 {
     Shim& shim = Shim::instance();
-    if (!to || !smc::preload::isLoopback(to, len) || !tcpStream(fd) || shim.find(fd) ||
+    const Route route = shim.route(fd, Wait::Never);
+    if (route.setup) // a connect under way, or one that failed
+        return fail(route.error == EAGAIN ? EALREADY : route.error);
+    if (route.conn)
+        return fail(EISCONN);
+    if (!to || !smc::preload::isLoopback(to, len) || !tcpStream(fd) ||
         !smc::preload::listenerAnnounced(to, len))
-        return real().connect(fd, to, len);
+        return plainConnect(fd, to, len);
     smc::StackCore* stack = shim.stack();
     const std::uint16_t port = stack ? localPort(fd) : 0;
     smc::Result<smc::UniqueFd> announced =
         port ? smc::preload::announceClient(port) : smc::Result<smc::UniqueFd>(smc::UniqueFd());
     if (!stack || !announced || !*announced)
-        return real().connect(fd, to, len); // TCP
+        return plainConnect(fd, to, len);
+    // A non-blocking socket: EINPROGRESS, and the handshake on the stack's threads (setup.h).
+    if (nonBlocking(fd)) {
+        if (std::shared_ptr<smc::preload::Setup> setup = smc::preload::prepareSetup(fd, false)) {
+            if (real().connect(fd, to, len) != 0 && errno != EINPROGRESS)
+                return -1;
+            if (smc::preload::beginSetup(fd, std::move(setup), *stack, std::move(*announced)))
+                return fail(EINPROGRESS);
+        }
+    }
     if (connectWaiting(fd, to, len, shim.settings().options.connectTimeout) != 0) {
         const int e = errno;
         shim.log("fd %d: connect from port %u failed: %s", fd, port, std::strerror(e));
         return fail(e);
     }
+    shim.untrack(fd); // what it is now, it stays
     smc::Result<smc::net::Outcome> outcome =
         smc::net::clientHandshake(*stack, fd, shim.settings().options);
     announced->reset();
@@ -171,6 +212,7 @@ int listen(int fd, int backlog)
     if (real().listen(fd, backlog) != 0)
         return -1;
     Shim& shim = Shim::instance();
+    shim.untrack(fd); // a listener's number never moves
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     if (shim.announced(fd) || !tcpStream(fd) ||
@@ -205,6 +247,12 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
     smc::StackCore* stack = shim.stack();
     if (!stack)
         return fd;
+    // A non-blocking socket is the program's at once; its handshake runs on the stack's threads.
+    if (flags & SOCK_NONBLOCK) {
+        std::shared_ptr<smc::preload::Setup> setup = smc::preload::prepareSetup(fd, true);
+        if (setup && smc::preload::beginSetup(fd, std::move(setup), *stack, smc::UniqueFd()))
+            return fd;
+    }
     smc::Result<smc::net::Outcome> outcome =
         smc::net::serverHandshake(*stack, fd, shim.settings().options);
     if (!outcome) {
@@ -240,7 +288,10 @@ int close(int fd)
 
 int shutdown(int fd, int how)
 {
-    std::shared_ptr<Conn> conn = Shim::instance().find(fd);
+    const Route route = Shim::instance().route(fd, Wait::Never);
+    if (route.setup)
+        return fail(route.error == EAGAIN ? ENOTCONN : route.error);
+    const std::shared_ptr<Conn>& conn = route.conn;
     if (!conn)
         return real().shutdown(fd, how);
     const smc::Shutdown what = how == SHUT_RD   ? smc::Shutdown::Read

@@ -2,10 +2,13 @@
 // Shim: settings from the environment, the process's stack, the table of SMC descriptors, fork.
 #include "smc/preload/shim.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +16,7 @@
 #include <string_view>
 
 #include "smc/preload/real.h"
+#include "smc/preload/setup.h"
 #include "smc/socket/internal/make_stack.h"
 
 namespace smc::preload
@@ -67,7 +71,7 @@ Shim& Shim::instance() noexcept
 
 Shim::Shim()
     : settings_(settingsFromEnvironment()), marked_(new std::atomic<bool>[kMaxFd]()),
-      conns_(kMaxFd), announcements_(kMaxFd)
+      tracked_(new std::atomic<bool>[kMaxFd]()), conns_(kMaxFd), announcements_(kMaxFd)
 {
     ::pthread_atfork(beforeFork, afterForkParent, afterForkChild);
     // Our descriptors (a connection has several: its buffers, doorbells, ready socket) go to
@@ -99,35 +103,72 @@ StackCore* Shim::stack()
     return stack_ ? &coreOf(*stack_) : nullptr;
 }
 
-std::shared_ptr<Conn> Shim::find(int fd) const
+Route Shim::route(int fd, Wait wait) const
 {
-    if (!marked(fd))
-        return nullptr;
-    MutexLocker lock(stripe(fd));
-    return conns_[fd];
+    while (marked(fd)) {
+        std::shared_ptr<Setup> setup;
+        {
+            Stripe& s = stripe(fd);
+            MutexLocker lock(s.mutex);
+            if (conns_[fd])
+                return {conns_[fd], nullptr, 0};
+            const auto it = s.setups.find(fd);
+            if (it == s.setups.end())
+                return {};
+            setup = it->second;
+        }
+        if (setup->generation != generation())
+            return {nullptr, setup, EOPNOTSUPP}; // the parent's handshake: it ends there
+        Setup& st = *setup;
+        MutexLocker lock(st.mutex);
+        if (!st.over) {
+            if (wait == Wait::Never || (wait == Wait::IfBlocking && st.nonBlocking))
+                return {nullptr, setup, EAGAIN};
+            st.ended.wait(lock, [&st]() SMC_REQUIRES(st.mutex) { return st.over; });
+        }
+        // Over: the number is SMC or TCP now, as the table says.
+    }
+    return {};
 }
 
 void Shim::add(int fd, std::shared_ptr<Conn> conn)
 {
-    MutexLocker lock(stripe(fd));
+    MutexLocker lock(stripe(fd).mutex);
     conns_[fd] = std::move(conn);
     marked_[fd].store(true, std::memory_order_relaxed);
 }
 
-std::shared_ptr<Conn> Shim::remove(int fd)
+void Shim::remark(int fd, Stripe& s)
 {
-    if (!marked(fd))
-        return nullptr;
-    MutexLocker lock(stripe(fd));
-    marked_[fd].store(announcements_[fd].valid(), std::memory_order_relaxed);
-    return std::move(conns_[fd]);
+    marked_[fd].store(conns_[fd] || announcements_[fd].valid() || s.setups.contains(fd),
+                      std::memory_order_relaxed);
 }
 
 void Shim::forget(int fd)
 {
-    if (announced(fd))
-        dropAnnouncement(fd);
-    if (std::shared_ptr<Conn> conn = remove(fd)) {
+    if (!marked(fd) && !tracked(fd))
+        return;
+    std::shared_ptr<Conn> conn;
+    std::shared_ptr<Setup> setup;
+    UniqueFd announcement;
+    {
+        Stripe& s = stripe(fd);
+        MutexLocker lock(s.mutex);
+        tracked_[fd].store(false, std::memory_order_relaxed);
+        s.watches.erase(fd);
+        conn = std::move(conns_[fd]);
+        announcement = std::move(announcements_[fd]);
+        if (const auto it = s.setups.find(fd); it != s.setups.end()) {
+            setup = std::move(it->second);
+            s.setups.erase(it);
+        }
+        marked_[fd].store(false, std::memory_order_relaxed);
+    }
+    // A handshake under way gives up now (its task finds the number gone and cleans up); not
+    // the parent's, which goes on there.
+    if (setup && setup->generation == generation())
+        (void)::shutdown(setup->tcp.get(), SHUT_RDWR);
+    if (conn) {
         if (conn->generation != generation()) {
             // The parent's connection: its stack has no threads here. Dropping the number is
             // all a child may do (the parent's connection goes on).
@@ -140,7 +181,7 @@ void Shim::forget(int fd)
 
 void Shim::holdAnnouncement(int fd, UniqueFd announcement)
 {
-    MutexLocker lock(stripe(fd));
+    MutexLocker lock(stripe(fd).mutex);
     announcements_[fd] = std::move(announcement);
     marked_[fd].store(true, std::memory_order_relaxed);
 }
@@ -149,18 +190,137 @@ bool Shim::announced(int fd) const
 {
     if (!marked(fd))
         return false;
-    MutexLocker lock(stripe(fd));
+    MutexLocker lock(stripe(fd).mutex);
     return announcements_[fd].valid();
 }
 
 void Shim::dropAnnouncement(int fd)
 {
     UniqueFd gone;
-    {
-        MutexLocker lock(stripe(fd));
-        gone = std::move(announcements_[fd]);
-        marked_[fd].store(conns_[fd] != nullptr, std::memory_order_relaxed);
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    gone = std::move(announcements_[fd]);
+    remark(fd, s);
+}
+
+void Shim::track(int fd) noexcept
+{
+    if (fd < 0 || fd >= kMaxFd)
+        return;
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    s.watches.erase(fd); // a number that went by a way we did not see (close_range)
+    tracked_[fd].store(true, std::memory_order_relaxed);
+}
+
+void Shim::untrack(int fd)
+{
+    if (!tracked(fd))
+        return;
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    tracked_[fd].store(false, std::memory_order_relaxed);
+    s.watches.erase(fd);
+}
+
+int Shim::epollControl(int epfd, int op, int fd, epoll_event* event)
+{
+    if (!tracked(fd))
+        return real().epoll_ctl(epfd, op, fd, event);
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    const int r = real().epoll_ctl(epfd, op, fd, event);
+    if (r != 0 || !tracked_[fd].load(std::memory_order_relaxed))
+        return r;
+    std::vector<Watch>& list = s.watches[fd];
+    const auto it =
+        std::find_if(list.begin(), list.end(), [epfd](const Watch& w) { return w.epfd == epfd; });
+    if (op == EPOLL_CTL_DEL && it != list.end())
+        list.erase(it);
+    else if (op == EPOLL_CTL_MOD && it != list.end() && event)
+        it->event = *event;
+    else if (op == EPOLL_CTL_ADD && event)
+        list.push_back({epfd, *event});
+    return r;
+}
+
+bool Shim::moveTo(int fd, int file, bool cloexec)
+{
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    return moveLocked(fd, file, cloexec, s);
+}
+
+bool Shim::moveLocked(int fd, int file, bool cloexec, Stripe& s)
+{
+    // Only registrations that were there move: a set closed meanwhile, or a number that now
+    // names another set, has none of this number's (DEL fails), and gets none.
+    std::vector<Watch> moved;
+    if (const auto it = s.watches.find(fd); it != s.watches.end()) {
+        for (const Watch& w : it->second)
+            if (real().epoll_ctl(w.epfd, EPOLL_CTL_DEL, fd, nullptr) == 0)
+                moved.push_back(w);
     }
+    const bool done = real().dup3(file, fd, cloexec ? O_CLOEXEC : 0) >= 0;
+    const int e = errno;
+    for (Watch& w : moved) // to the new file, or back to the old one
+        (void)real().epoll_ctl(w.epfd, EPOLL_CTL_ADD, fd, &w.event);
+    if (!moved.empty() || s.watches.contains(fd))
+        s.watches[fd] = std::move(moved);
+    errno = e;
+    return done;
+}
+
+bool Shim::addSetup(int fd, std::shared_ptr<Setup> setup)
+{
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    if (!moveLocked(fd, setup->standIn.fd(), setup->cloexec, s))
+        return false;
+    s.setups[fd] = std::move(setup);
+    marked_[fd].store(true, std::memory_order_relaxed);
+    tracked_[fd].store(true, std::memory_order_relaxed);
+    return true;
+}
+
+bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
+{
+    bool moved = false;
+    {
+        Stripe& s = stripe(fd);
+        MutexLocker lock(s.mutex);
+        const auto it = s.setups.find(fd);
+        if (it != s.setups.end() && it->second.get() == &setup) { // else closed meanwhile
+            // O_NONBLOCK as the program last set it (on the stand-in), here, where the
+            // program's F_SETFL waits for us (fd_hooks.cpp).
+            const bool nonBlocking = setup.nonBlocking.load();
+            const int flags = real().fcntl(file, F_GETFL);
+            if (flags >= 0)
+                (void)real().fcntl(file, F_SETFL,
+                                   nonBlocking ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
+            if (conn) {
+                conn->nonBlocking = nonBlocking;
+                conn->impl->setNonBlocking(nonBlocking);
+            }
+            moved = moveLocked(fd, file, setup.cloexec, s);
+            if (!moved)
+                log("fd %d: cannot move to its connection: %s", fd, std::strerror(errno));
+            else
+                conns_[fd] = std::move(conn);
+            s.setups.erase(it);
+            s.watches.erase(fd);
+            tracked_[fd].store(false, std::memory_order_relaxed);
+            remark(fd, s);
+        }
+    }
+    {
+        MutexLocker lock(setup.mutex);
+        setup.over = true;
+    }
+    setup.ended.notify_all();
+    // A poll(2) still on the stand-in returns; a number left on it reads the end of a stream.
+    (void)::shutdown(setup.standIn.fd(), SHUT_RDWR);
+    return moved;
 }
 
 void Shim::log(const char* format, ...) const
@@ -182,15 +342,15 @@ void Shim::beforeFork() noexcept SMC_TSA(no_thread_safety_analysis)
 {
     Shim& s = instance();
     s.stackMutex_.lock();
-    for (Mutex& m : s.stripes_)
-        m.lock();
+    for (Stripe& stripe : s.stripes_)
+        stripe.mutex.lock();
 }
 
 void Shim::afterForkParent() noexcept SMC_TSA(no_thread_safety_analysis)
 {
     Shim& s = instance();
-    for (Mutex& m : s.stripes_)
-        m.unlock();
+    for (Stripe& stripe : s.stripes_)
+        stripe.mutex.unlock();
     s.stackMutex_.unlock();
 }
 
@@ -203,8 +363,8 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
     (void)s.executor_.release();
     s.stackFailed_ = false;
     s.generation_.fetch_add(1);
-    for (Mutex& m : s.stripes_)
-        m.unlock();
+    for (Stripe& stripe : s.stripes_)
+        stripe.mutex.unlock();
     s.stackMutex_.unlock();
 }
 

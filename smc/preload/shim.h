@@ -2,11 +2,14 @@
 // Shim: the process's state under smc-run: its stack, its settings, and which descriptors are SMC.
 #pragma once
 
+#include <sys/epoll.h>
+
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "base/mutex.h"
@@ -43,6 +46,21 @@ struct Settings {
     StackConfig stack;     // SMC_RUN_POLICY
 };
 
+struct Setup; // setup.h
+
+// What a call on a number goes to.
+struct Route {
+    std::shared_ptr<Conn> conn;   // an SMC connection
+    std::shared_ptr<Setup> setup; // a handshake under way (then error is set)
+    // When set, the call fails with it: EAGAIN (a handshake under way), EOPNOTSUPP (the
+    // parent's handshake, in a forked child).
+    int error = 0;
+};
+
+// Whether route() waits for a handshake under way: never (the call answers at once), when the
+// number is blocking and the call may wait, or always (a call with no way to say "later").
+enum class Wait : std::uint8_t { Never, IfBlocking, Always };
+
 class Shim
 {
 public:
@@ -57,13 +75,15 @@ public:
     StackCore* stack();
     std::uint64_t generation() const noexcept { return generation_.load(); }
 
-    // The SMC connection behind `fd`, or null (the common case costs one relaxed load).
-    std::shared_ptr<Conn> find(int fd) const;
+    // What `fd` is to us; empty for a descriptor that is not ours (the common case costs one
+    // relaxed load). A handshake under way on a blocking number, or with Wait::Always, is
+    // waited for: then the number is SMC or TCP.
+    Route route(int fd, Wait wait = Wait::IfBlocking) const;
     void add(int fd, std::shared_ptr<Conn> conn);
-    std::shared_ptr<Conn> remove(int fd);
 
-    // The number `fd` goes (close, or dup2 onto it): its announcement is dropped, and its
-    // connection closed if it was the last number of one (only dropped if it is the parent's).
+    // The number `fd` goes (close, or dup2 onto it): its announcement is dropped, its handshake
+    // cut short, and its connection closed if it was the last number of one (only dropped if
+    // it is the parent's).
     void forget(int fd);
 
     // The listener announcement held for listening socket `fd` (see registry.h).
@@ -71,10 +91,42 @@ public:
     bool announced(int fd) const;
     void dropAnnouncement(int fd);
 
+    // epoll registrations of a number that may still change its file (a new TCP socket until
+    // it connects or listens, a number whose handshake is under way) are kept, so that
+    // moveTo() can move them along: epoll registers a (number, file) pair, and a registration
+    // left on the old file would never hear of the new one.
+    void track(int fd) noexcept;
+    void untrack(int fd);
+    int epollControl(int epfd, int op, int fd, epoll_event* event);
+    // `fd` refers to `file` from now on (dup3), with its tracked registrations. Holds fd's lock.
+    // False, nothing changed, when dup3 fails.
+    bool moveTo(int fd, int file, bool cloexec);
+
+    // A handshake begins on `fd`: the number moves to the setup's stand-in (moveTo), tracked
+    // until the handshake ends. False, nothing changed, when it cannot be moved.
+    bool addSetup(int fd, std::shared_ptr<Setup> setup);
+    // Its end: `fd` refers to `file` (the connection's ready descriptor with `conn`, or the TCP
+    // socket without), its registrations moved, and the handshake's waiters woken. False if
+    // the number is not the setup's any more (closed meanwhile), or could not be moved (it
+    // then stays on the stand-in, shut down: a dead socket; logged).
+    bool settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn);
+
     // One line on stderr when SMC_RUN_DEBUG is set.
     void log(const char* format, ...) const __attribute__((format(printf, 2, 3)));
 
 private:
+    struct Watch {
+        int epfd;
+        epoll_event event;
+    };
+    // The table's lock for a number, and what it guards besides conns_ and announcements_:
+    // the few numbers with a handshake under way or tracked registrations.
+    struct Stripe {
+        Mutex mutex;
+        std::unordered_map<int, std::shared_ptr<Setup>> setups SMC_GUARDED_BY(mutex);
+        std::unordered_map<int, std::vector<Watch>> watches SMC_GUARDED_BY(mutex);
+    };
+
     Shim();
     // fork(2): every lock is taken before, and let go after in both processes, so the child's
     // copies are consistent; the child then forgets its parent's stack (its threads are not
@@ -82,21 +134,30 @@ private:
     static void beforeFork() noexcept;
     static void afterForkParent() noexcept;
     static void afterForkChild() noexcept;
-    Mutex& stripe(int fd) const noexcept { return stripes_[static_cast<unsigned>(fd) % kStripes]; }
+    Stripe& stripe(int fd) const noexcept { return stripes_[static_cast<unsigned>(fd) % kStripes]; }
     // Whether the table may hold something for `fd` (no lock: a hint the caller confirms).
     bool marked(int fd) const noexcept
     {
         return fd >= 0 && fd < kMaxFd && marked_[fd].load(std::memory_order_relaxed);
     }
+    bool tracked(int fd) const noexcept
+    {
+        return fd >= 0 && fd < kMaxFd && tracked_[fd].load(std::memory_order_relaxed);
+    }
+    void remark(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
+    bool moveLocked(int fd, int file, bool cloexec, Stripe& s) SMC_REQUIRES(s.mutex);
+    void settled(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
 
     static constexpr unsigned kStripes = 64;
     Settings settings_;
     std::atomic<std::uint64_t> generation_{1};
-    // Per number: whether conns_ or announcements_ has something, so a descriptor that is not
-    // ours costs one relaxed load. conns_[fd] and announcements_[fd] are guarded by stripe(fd),
-    // a lock picked at run time, which clang's analysis cannot express; TSan checks it in CI.
+    // Per number: whether conns_, announcements_ or a setup has something, so a descriptor that
+    // is not ours costs one relaxed load; and whether its registrations are tracked.
+    // conns_[fd] and announcements_[fd] are guarded by stripe(fd), a lock picked at run time,
+    // which clang's analysis cannot express; TSan checks it in CI.
     std::unique_ptr<std::atomic<bool>[]> marked_;
-    mutable std::array<Mutex, kStripes> stripes_;
+    std::unique_ptr<std::atomic<bool>[]> tracked_;
+    mutable std::array<Stripe, kStripes> stripes_;
     std::vector<std::shared_ptr<Conn>> conns_;
     std::vector<UniqueFd> announcements_;
     Mutex stackMutex_;

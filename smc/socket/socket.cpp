@@ -66,7 +66,7 @@ bool SocketImpl::abandoned() const noexcept
     return closed_ || path_->abandoned();
 }
 
-void SocketImpl::refresh() noexcept
+void SocketImpl::refresh(bool peerEvent) noexcept
 {
     net::ReadyFd* ready = readyFd_.load(std::memory_order_acquire);
     if (ready == nullptr || closed_)
@@ -74,7 +74,7 @@ void SocketImpl::refresh() noexcept
     // Look and set as one step: the application's thread and the epoll thread both refresh,
     // and an older look set after a newer one would lose a wakeup.
     MutexLocker lock(refreshMutex_);
-    ready->set(path_->readable(), path_->writable());
+    ready->set(path_->readable(), path_->writable(), peerEvent);
 }
 
 Result<std::size_t> SocketImpl::send(std::span<const std::byte> data, SendFlags flags)
@@ -157,6 +157,13 @@ void SocketImpl::close() noexcept
     tcp_.reset();
 }
 
+Result<std::size_t> SocketImpl::unread() const
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    return path_->unread();
+}
+
 Result<int> SocketImpl::pollFd()
 {
     if (closed_)
@@ -174,7 +181,7 @@ Result<int> SocketImpl::pollFd()
             return lastError();
         const int watch = stack_.executor().watch(events, [this] {
             path_->drainEvents();
-            refresh();
+            refresh(true);
         });
         if (watch < 0)
             return lastError();

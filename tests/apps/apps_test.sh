@@ -40,9 +40,10 @@ expect_published() {
     [ "$fallbacks" = 0 ] || fail "smc-ss: $1 published $fallbacks fallbacks"
 }
 
-# An echo server and client, each under smc-run or not ($1, $2: "smc" or "tcp").
+# An echo server and client, each under smc-run or not ($1, $2: "smc" or "tcp"); $5: the
+# client's mode (echo.py's "client" or "nbclient").
 echo_pair() {
-    local server=$1 client=$2 bytes=$3 tag=$4
+    local server=$1 client=$2 bytes=$3 tag=$4 mode=${5:-client}
     local run_server=() run_client=()
     [ "$server" = smc ] && run_server=(sh "$smc_run" -d)
     [ "$client" = smc ] && run_client=(sh "$smc_run" -d)
@@ -52,7 +53,7 @@ echo_pair() {
     local pid=$!
     wait_for "$work/port"
     local answer
-    answer=$(timeout 60 "${run_client[@]}" python3 "$here/echo.py" client "$(cat "$work/port")" \
+    answer=$(timeout 60 "${run_client[@]}" python3 "$here/echo.py" "$mode" "$(cat "$work/port")" \
         "$bytes" 2> "$work/$tag-client.log") || fail "$tag: client failed"
     wait "$pid" || fail "$tag: server failed"
     [ "$answer" = ok ] || fail "$tag: $answer"
@@ -68,6 +69,10 @@ echo)
     # An empty stream: the end of it alone goes across.
     echo_pair smc smc 0 empty
     [ "$(count 'client SMC-D' "$work/empty-client.log")" = 1 ] || fail "empty: client not SMC-D"
+    # A non-blocking connect from a socket already in an epoll set: EINPROGRESS, then writable
+    # when the handshake is over, and the registration follows the number onto the connection.
+    echo_pair smc smc $((2 << 20)) nonblocking nbclient
+    [ "$(count 'client SMC-D' "$work/nonblocking-client.log")" = 1 ] || fail "nbclient not SMC-D"
     ;;
 mixed)
     need python3
@@ -106,6 +111,7 @@ nginx)
     need wrk
     need python3
     port=$(free_port)
+    proxy_port=$(free_port)
     mkdir -p "$work/html"
     head -c $((3 << 20)) /dev/urandom > "$work/html/big.bin"
     echo hello > "$work/html/index.html"
@@ -129,6 +135,8 @@ http {
     uwsgi_temp_path $work/uwsgi;
     scgi_temp_path $work/scgi;
     server { listen 127.0.0.1:$port; root $work/html; }
+    # A proxy to the server above: nginx's upstream sockets join epoll before they connect.
+    server { listen 127.0.0.1:$proxy_port; location / { proxy_pass http://127.0.0.1:$port; } }
 }
 CONF
     timeout 120 sh "$smc_run" -d nginx -p "$work" -c "$work/nginx.conf" -e stderr \
@@ -140,6 +148,11 @@ CONF
         2> "$work/curl-client.log" || fail "curl big.bin"
     cmp "$work/html/big.bin" "$work/got.bin" || fail "big.bin arrived changed"
     [ "$(count 'client SMC-D' "$work/curl-client.log")" = 1 ] || fail "curl not SMC-D"
+    # The same through the proxy: nginx is then the client of a non-blocking connect too.
+    timeout 30 sh "$smc_run" -d curl -sS -o "$work/proxied.bin" "http://127.0.0.1:$proxy_port/big.bin" \
+        2> "$work/proxy-client.log" || fail "curl through the proxy"
+    cmp "$work/html/big.bin" "$work/proxied.bin" || fail "big.bin arrived changed through the proxy"
+    [ "$(count 'client SMC-D' "$work/nginx-server.log")" = 1 ] || fail "nginx's upstream not SMC-D"
     got=$(timeout 30 sh "$smc_run" -d curl -sS "http://127.0.0.1:$port/" \
         "http://127.0.0.1:$port/index.html" 2> "$work/keepalive-client.log") || fail "curl keep-alive"
     [ "$got" = "$(printf 'hello\nhello')" ] || fail "keep-alive: got '$got'"
@@ -150,10 +163,10 @@ CONF
     grep -q 'Requests/sec' "$work/wrk.out" || fail "wrk: no result"
     ! grep -q -E 'Socket errors|Non-2xx' "$work/wrk.out" || fail "wrk: errors: $(cat "$work/wrk.out")"
     [ "$(count 'client SMC-D' "$work/wrk-client.log")" -ge 8 ] || fail "wrk: not SMC-D"
-    expect_published nginx 10
+    expect_published nginx 12
     kill -QUIT "$(cat "$work/nginx.pid")"
     wait %1 || true
-    [ "$(count 'server SMC-D' "$work/nginx-server.log")" -ge 10 ] || fail "nginx: not SMC-D"
+    [ "$(count 'server SMC-D' "$work/nginx-server.log")" -ge 12 ] || fail "nginx: not SMC-D"
     [ "$(count 'fallback' "$work/nginx-server.log")" = 0 ] || fail "nginx: fallbacks"
     ;;
 redis)

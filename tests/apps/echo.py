@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: MIT
 # A real program's sockets for tests/apps: "server PORTFILE" answers each connection with the
 # length and a digest of what it read; "client PORT BYTES" sends that many bytes and prints
-# the answer. Plain Python socket calls (accept4, recv, send, shutdown), nothing smc-core.
+# the answer; "nbclient PORT BYTES" does so from a non-blocking socket in an edge-triggered
+# epoll set it joined before connecting, as event loops do. Plain Python socket calls (accept4,
+# recv, send, shutdown, epoll), nothing smc-core.
+import errno
 import hashlib
+import select
 import socket
 import sys
 
@@ -29,6 +33,49 @@ if sys.argv[1] == "server":
             n += len(d)
         c.sendall(f"{n} {digest.hexdigest()}".encode())
         c.close()
+elif sys.argv[1] == "nbclient":
+    n = int(sys.argv[3])
+    data = payload(n)
+    c = socket.socket()
+    c.setblocking(False)
+    ep = select.epoll()
+    ep.register(c.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP | select.EPOLLET)
+    e = c.connect_ex(("127.0.0.1", int(sys.argv[2])))
+    if e != errno.EINPROGRESS:
+        print(f"MISMATCH: connect gave {errno.errorcode.get(e, e)}, not EINPROGRESS")
+        sys.exit(0)
+    sent, answer, writable, readable, shut = 0, b"", False, False, False
+    while True:
+        events = ep.poll(10)
+        if not events:
+            print("MISMATCH: no event in 10 s")
+            sys.exit(0)
+        for _, ev in events:
+            writable |= bool(ev & select.EPOLLOUT)
+            readable |= bool(ev & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP))
+        if writable and sent == 0 and c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
+            print("MISMATCH: SO_ERROR after connect")
+            sys.exit(0)
+        while writable and sent < n:  # edge-triggered: until EAGAIN
+            try:
+                sent += c.send(data[sent:sent + 65536])
+            except BlockingIOError:
+                writable = False
+        if sent == n and not shut:
+            c.shutdown(socket.SHUT_WR)
+            shut = True
+        while readable:
+            try:
+                d = c.recv(4096)
+            except BlockingIOError:
+                readable = False
+                break
+            if not d:
+                expected = f"{n} {hashlib.sha256(data).hexdigest()}"
+                ok = answer.decode() == expected
+                print("ok" if ok else f"MISMATCH: {answer!r} != {expected!r}")
+                sys.exit(0)
+            answer += d
 else:
     n = int(sys.argv[3])
     c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))

@@ -4,6 +4,7 @@
 #include "smc/socket/socket.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <gtest/gtest.h>
@@ -325,6 +326,38 @@ TEST(Socket, PollableFdIsReadableAndWritableLikeASocket)
     while (p.server.recv(sink))
         ;
     EXPECT_EQ(::poll(&out, 1, 5000), 1) << "room again once the server read";
+}
+
+// Edge-triggered, as a TCP socket: every arrival is an edge, even while bytes are still unread
+// (a poller that believed it had read everything waits for the next one), and what a recv would
+// take now is what unread() says.
+TEST(Socket, EveryArrivalIsAnEdgeForAnEdgeTriggeredPoller)
+{
+    auto stack = makeStack();
+    Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0)).value();
+    auto to = net::resolve("127.0.0.1", l.port(), false).value();
+    UniqueFd tcp = std::move(net::connectTcp(to, net::deadlineAfter(10s))).value();
+    std::shared_ptr<SocketImpl> c =
+        std::move(establish(coreOf(*stack), std::move(tcp), false, SocketOptions{})).value();
+    Socket peer = std::move(l.accept(10s)).value();
+    ASSERT_EQ(c->transport(), Transport::SmcD);
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(ep, 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ASSERT_EQ(::epoll_ctl(ep, EPOLL_CTL_ADD, c->pollFd().value(), &ev), 0);
+    epoll_event got{};
+    ASSERT_EQ(peer.send(pattern(10, 1)).value(), 10u);
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 5000), 1);
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 0), 0) << "one edge per arrival";
+    ASSERT_EQ(peer.send(pattern(20, 2)).value(), 20u);
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 5000), 1) << "the second arrival, nothing read between";
+    EXPECT_EQ(c->unread().value(), 30u);
+    std::array<std::byte, 64> buf{};
+    EXPECT_EQ(c->recv(buf).value(), 30u);
+    EXPECT_EQ(c->unread().value(), 0u);
+    ::close(ep);
+    c->close();
 }
 
 // A Socket without a connection says so: no transport, no descriptor, not_connected.

@@ -39,6 +39,8 @@ public:
     Result<std::size_t> recv(std::span<std::byte> into);
     Result<RecvView> recvZeroCopy(std::span<std::byte> copyBuffer);
     Result<void> releaseView();
+    // What a recv would return now without waiting (FIONREAD). Errors: not_connected.
+    Result<std::size_t> unread() const;
     Result<void> shutdown(Shutdown how);
     void close() noexcept;
     Result<int> pollFd();
@@ -66,7 +68,9 @@ public:
     ConnectionInfo info() const override;
 
 private:
-    void refresh() noexcept;
+    // The ready fd in step with the connection; `peerEvent`: the peer did something (see
+    // net::ReadyFd::set's `again`).
+    void refresh(bool peerEvent = false) noexcept;
     void onTcpReadable() noexcept;
 
     StackCore& stack_;

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+// Setup: the stand-in a number refers to while its handshake runs, and the handshake's task.
+#include "smc/preload/setup.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "smc/preload/real.h"
+#include "smc/preload/shim.h"
+#include "smc/socket/internal/socket_impl.h"
+
+namespace smc::preload
+{
+
+namespace
+{
+
+// Whether the TCP connect of `tcp` succeeded within `timeout`. Not SO_ERROR: a failed connect
+// keeps its error for the program, which reads it from the socket.
+bool tcpConnected(int tcp, std::chrono::milliseconds timeout) noexcept
+{
+    pollfd p{tcp, POLLOUT, 0};
+    int n;
+    do {
+        n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    } while (n < 0 && errno == EINTR);
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    return n == 1 && real().getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
+}
+
+// The connection of an SMC outcome, with the options the program set meanwhile; null (logged)
+// if it cannot be made.
+std::shared_ptr<Conn> connection(int fd, Setup& setup, StackCore& stack,
+                                 Result<net::Outcome> outcome)
+{
+    Shim& shim = Shim::instance();
+    // The setup keeps its descriptor until it is gone: a call that routed to it may still use
+    // it.
+    UniqueFd tcp(real().fcntl(setup.tcp.get(), F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
+    if (!tcp) {
+        shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
+        return nullptr;
+    }
+    Result<std::shared_ptr<SocketImpl>> impl = connectionOf(
+        stack, std::move(tcp), setup.server, shim.settings().options, std::move(outcome));
+    if (!impl) {
+        shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
+        return nullptr;
+    }
+    std::optional<bool> noDelay, cork;
+    {
+        MutexLocker lock(setup.mutex);
+        noDelay = setup.noDelay;
+        cork = setup.cork;
+    }
+    if (noDelay)
+        (void)(*impl)->setNoDelay(*noDelay);
+    if (cork)
+        (void)(*impl)->setCork(*cork);
+    auto conn = std::make_shared<Conn>();
+    conn->impl = std::move(*impl);
+    conn->generation = setup.generation;
+    return conn;
+}
+
+void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd announcement)
+{
+    Shim& shim = Shim::instance();
+    const SocketOptions& options = shim.settings().options;
+    const char* role = setup->server ? "server" : "client";
+    const int tcp = setup->tcp.get();
+    if (!setup->server && !tcpConnected(tcp, options.connectTimeout)) {
+        // Refused, unreachable, or still trying: the socket itself says so, as it would have.
+        shim.log("fd %d: TCP connect not done: TCP", fd);
+        (void)shim.settle(fd, *setup, tcp, nullptr);
+        return;
+    }
+    Result<net::Outcome> outcome = setup->server ? net::serverHandshake(stack, tcp, options)
+                                                 : net::clientHandshake(stack, tcp, options);
+    announcement.reset();
+    if (!outcome) {
+        stack.countHandshakeError();
+        shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
+        (void)::shutdown(tcp, SHUT_RDWR);
+        (void)shim.settle(fd, *setup, tcp, nullptr);
+        return;
+    }
+    if (auto* fallback = std::get_if<net::Fallback>(&*outcome)) {
+        stack.countFallback(setup->server, fallback->reason);
+        shim.log("fd %d: %s TCP (fallback %s)", fd, role, clc::toString(fallback->reason));
+        (void)shim.settle(fd, *setup, tcp, nullptr);
+        return;
+    }
+    std::shared_ptr<Conn> conn = connection(fd, *setup, stack, std::move(outcome));
+    Result<int> ready = conn ? conn->impl->pollFd()
+                             : Result<int>(std::make_error_code(std::errc::not_enough_memory));
+    if (ready && shim.settle(fd, *setup, *ready, conn)) {
+        shim.log("fd %d: %s SMC-D", fd, role);
+        return;
+    }
+    // No connection, or the number went meanwhile: nothing went over it yet, so it ends as a
+    // handshake that failed.
+    if (conn)
+        conn->impl->close();
+    (void)::shutdown(tcp, SHUT_RDWR);
+    (void)shim.settle(fd, *setup, tcp, nullptr);
+}
+
+} // namespace
+
+Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, bool cloexec_,
+             std::uint64_t generation_) noexcept
+    : standIn(std::move(standIn_)), tcp(std::move(tcp_)), server(server_), cloexec(cloexec_),
+      generation(generation_)
+{
+}
+
+std::shared_ptr<Setup> prepareSetup(int fd, bool server)
+{
+    Result<net::ReadyFd> standIn = net::ReadyFd::create();
+    UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
+    const int fdFlags = real().fcntl(fd, F_GETFD);
+    if (!standIn || !tcp || fdFlags < 0)
+        return nullptr;
+    standIn->set(false, false);
+    return std::make_shared<Setup>(std::move(*standIn), std::move(tcp), server,
+                                   (fdFlags & FD_CLOEXEC) != 0, Shim::instance().generation());
+}
+
+bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd announcement)
+{
+    if (!Shim::instance().addSetup(fd, setup))
+        return false;
+    // Shared: the executor's task type is copyable.
+    auto held = std::make_shared<UniqueFd>(std::move(announcement));
+    stack.handshakes().postBlocking(
+        [fd, setup = std::move(setup), &stack, held] { run(fd, setup, stack, std::move(*held)); });
+    return true;
+}
+
+} // namespace smc::preload

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// Setup: a connection's handshake on the stack's handshake threads while the program holds its
+// number (a non-blocking connect() or accept()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "base/mutex.h"
+#include "base/unique_fd.h"
+#include "smc/net/ready_fd.h"
+#include "smc/stack/stack_core.h"
+
+namespace smc::preload
+{
+
+// Linux's connect() on a non-blocking socket returns EINPROGRESS and the socket turns writable
+// when the connection is there; programs with many connections (wrk, nginx's upstreams) rely on
+// it, and a handshake that blocked their event loop would serialise them. So, meanwhile, the
+// number refers to a stand-in that is neither readable nor writable; when the handshake ends it
+// refers to the connection's ready descriptor (SMC) or again to the TCP socket (a fallback, or a
+// TCP connect that failed: the socket says how), its epoll registrations moved along
+// (Shim::settle). A handshake that fails leaves the TCP socket shut down (the program reads the
+// end of the stream), as if the peer had closed at once; it is logged and counted.
+struct Setup {
+    Setup(net::ReadyFd standIn, UniqueFd tcp, bool server, bool cloexec,
+          std::uint64_t generation) noexcept;
+
+    net::ReadyFd standIn;
+    const UniqueFd tcp; // ours: the handshake runs on it; options and addresses meanwhile
+    const bool server;
+    const bool cloexec; // the number's FD_CLOEXEC, kept across its moves
+    const std::uint64_t generation;
+    // O_NONBLOCK as the program sets it meanwhile (on the stand-in), for the connection.
+    std::atomic<bool> nonBlocking{true};
+
+    Mutex mutex;
+    ConditionVariable ended;
+    bool over SMC_GUARDED_BY(mutex) = false;
+    // TCP_NODELAY and TCP_CORK as the program sets them meanwhile, for the connection.
+    std::optional<bool> noDelay SMC_GUARDED_BY(mutex);
+    std::optional<bool> cork SMC_GUARDED_BY(mutex);
+};
+
+// A setup for number `fd`, a non-blocking TCP socket (connecting, or just accepted), not yet
+// begun; null when its stand-in cannot be made (the caller then runs the handshake in the call).
+std::shared_ptr<Setup> prepareSetup(int fd, bool server);
+
+// The number moves to the stand-in and the handshake (after the TCP connect, for a client) goes
+// to the stack's handshake threads; `announcement` (a client's, registry.h) is held until the
+// handshake is over. False, with nothing changed, if the number cannot be moved.
+bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd announcement);
+
+} // namespace smc::preload
