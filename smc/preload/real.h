@@ -19,6 +19,7 @@ struct Real {
     int (*accept)(int, sockaddr*, socklen_t*);
     int (*accept4)(int, sockaddr*, socklen_t*, int);
     int (*close)(int);
+    int (*close_range)(unsigned, unsigned, int);
     int (*shutdown)(int, int);
     ssize_t (*read)(int, void*, size_t);
     ssize_t (*write)(int, const void*, size_t);

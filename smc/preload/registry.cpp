@@ -92,6 +92,27 @@ bool isLoopback(const sockaddr* addr, socklen_t len) noexcept
     return false;
 }
 
+bool isLocal(const sockaddr* addr, socklen_t len) noexcept
+{
+    if (isLoopback(addr, len))
+        return true;
+    if ((addr->sa_family != AF_INET || len < sizeof(sockaddr_in)) &&
+        (addr->sa_family != AF_INET6 || len < sizeof(sockaddr_in6)))
+        return false;
+    // An address of this host is one a socket may bind to.
+    sockaddr_storage any{};
+    std::memcpy(&any, addr,
+                addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    if (any.ss_family == AF_INET)
+        reinterpret_cast<sockaddr_in&>(any).sin_port = 0;
+    else
+        reinterpret_cast<sockaddr_in6&>(any).sin6_port = 0;
+    UniqueFd probe(::socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    return probe &&
+           ::bind(probe.get(), reinterpret_cast<const sockaddr*>(&any),
+                  addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)) == 0;
+}
+
 std::uint16_t portOf(const sockaddr* addr) noexcept
 {
     if (addr->sa_family == AF_INET)

@@ -20,8 +20,12 @@ namespace smc::preload
 // leaves nothing behind), and looking one up is one connect(2). Names are per network namespace,
 // as TCP ports are.
 
-// An IPv4 or IPv6 loopback address (v4-mapped included): where SMC-D serves.
+// An IPv4 or IPv6 loopback address (v4-mapped included).
 bool isLoopback(const sockaddr* addr, socklen_t len) noexcept;
+// A loopback address or one of this host's (a socket may bind to it): where a peer may be a
+// process of ours, whatever its name says (names are not ports: a remote client may have the
+// port of a local one).
+bool isLocal(const sockaddr* addr, socklen_t len) noexcept;
 // The port of an IPv4 or IPv6 address (0 for another family).
 std::uint16_t portOf(const sockaddr* addr) noexcept;
 

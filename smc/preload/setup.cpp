@@ -99,7 +99,7 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
     Result<int> ready = conn ? conn->impl->pollFd()
                              : Result<int>(std::make_error_code(std::errc::not_enough_memory));
     if (ready && shim.settle(fd, *setup, *ready, conn)) {
-        shim.log("fd %d: %s SMC-D", fd, role);
+        shim.log("fd %d: %s %s", fd, role, toString(conn->impl->transport()));
         return;
     }
     // No connection, or the number went meanwhile: nothing went over it yet, so it ends as a

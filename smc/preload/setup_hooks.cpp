@@ -2,6 +2,7 @@
 // The shim's connection setup: connect, listen and accept decide SMC or TCP; close, dup, fcntl,
 // ioctl and the socket options keep an SMC descriptor behaving as the TCP socket it stands for.
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -91,8 +92,10 @@ int connectWaiting(int fd, const sockaddr* to, socklen_t len, std::chrono::milli
 
 // The number `fd` now stands for an SMC connection made from its TCP socket: the TCP socket
 // moves to a descriptor of the connection's own, the number to the connection's ready
-// descriptor. False (the number untouched, still the TCP socket) if that cannot be done.
-bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::Outcome> outcome)
+// descriptor. Its transport, or Transport::None (the number untouched, still the TCP socket)
+// if that cannot be done.
+smc::Transport redirect(int fd, smc::StackCore& stack, bool server,
+                        smc::Result<smc::net::Outcome> outcome)
 {
     Shim& shim = Shim::instance();
     const bool cloexec = (real().fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
@@ -100,20 +103,20 @@ bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::
     smc::UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, smc::UniqueFd::placementFloor().load()));
     if (!tcp) {
         shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
-        return false;
+        return smc::Transport::None;
     }
     smc::Result<std::shared_ptr<smc::SocketImpl>> impl = smc::connectionOf(
         stack, std::move(tcp), server, shim.settings().options, std::move(outcome));
     if (!impl) {
         shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
-        return false;
+        return smc::Transport::None;
     }
     smc::Result<int> ready = (*impl)->pollFd();
     if (!ready || !shim.moveTo(fd, *ready, cloexec)) {
         shim.log("fd %d: no ready descriptor: %s", fd,
                  ready ? std::strerror(errno) : ready.error().message().c_str());
         (*impl)->close();
-        return false;
+        return smc::Transport::None;
     }
     (*impl)->setNonBlocking(nonBlock);
     // The number's file is now the ready socket: its O_NONBLOCK is what F_GETFL shows, so it
@@ -125,8 +128,9 @@ bool redirect(int fd, smc::StackCore& stack, bool server, smc::Result<smc::net::
     conn->impl = std::move(*impl);
     conn->nonBlocking = nonBlock;
     conn->generation = shim.generation();
+    const smc::Transport transport = conn->impl->transport();
     shim.add(fd, std::move(conn));
-    return true;
+    return transport;
 }
 
 // TCP as it is: connect(2) itself, and the number's file stays the TCP socket.
@@ -164,8 +168,8 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         return fail(route.error == EAGAIN ? EALREADY : route.error);
     if (route.conn)
         return fail(EISCONN);
-    if (!to || !smc::preload::isLoopback(to, len) || !tcpStream(fd) ||
-        !smc::preload::listenerAnnounced(to, len))
+    if (!to || !tcpStream(fd) || !smc::preload::listenerAnnounced(to, len) ||
+        !smc::preload::isLocal(to, len))
         return plainConnect(fd, to, len);
     smc::StackCore* stack = shim.stack();
     const std::uint16_t port = stack ? localPort(fd) : 0;
@@ -201,9 +205,10 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         shim.log("fd %d: client TCP (fallback %s)", fd, smc::clc::toString(fallback->reason));
         return 0;
     }
-    if (!redirect(fd, *stack, false, std::move(outcome)))
+    const smc::Transport transport = redirect(fd, *stack, false, std::move(outcome));
+    if (transport == smc::Transport::None)
         return fail(ENOMEM);
-    shim.log("fd %d: client SMC-D", fd);
+    shim.log("fd %d: client %s", fd, smc::toString(transport));
     return 0;
 }
 
@@ -222,7 +227,7 @@ int listen(int fd, int backlog)
         smc::preload::announceListener(reinterpret_cast<sockaddr*>(&bound), len);
     if (a)
         shim.holdAnnouncement(fd, std::move(*a));
-    shim.log("fd %d: listening%s", fd, a ? ", SMC-D announced" : " (TCP only: not announced)");
+    shim.log("fd %d: listening%s", fd, a ? ", SMC announced" : " (TCP only: not announced)");
     return 0;
 }
 
@@ -241,8 +246,8 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
     const auto* p = reinterpret_cast<const sockaddr*>(&peer);
     // The client's announcement decides (it proposes only to a listener it found named), not
     // whether this number announced: another process may hold the listener's name.
-    if (fd >= Shim::kMaxFd || !smc::preload::isLoopback(p, peerLen) ||
-        !smc::preload::clientAnnounced(smc::preload::portOf(p)))
+    if (fd >= Shim::kMaxFd || !smc::preload::clientAnnounced(smc::preload::portOf(p)) ||
+        !smc::preload::isLocal(p, peerLen))
         return fd; // TCP, untouched
     smc::StackCore* stack = shim.stack();
     if (!stack)
@@ -267,11 +272,12 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
         shim.log("fd %d: server TCP (fallback %s)", fd, smc::clc::toString(fallback->reason));
         return fd;
     }
-    if (!redirect(fd, *stack, true, std::move(outcome))) {
+    const smc::Transport transport = redirect(fd, *stack, true, std::move(outcome));
+    if (transport == smc::Transport::None) {
         real().close(fd);
         return fail(ECONNABORTED);
     }
-    shim.log("fd %d: server SMC-D", fd);
+    shim.log("fd %d: server %s", fd, smc::toString(transport));
     return fd;
 }
 
@@ -284,6 +290,15 @@ int close(int fd)
 {
     Shim::instance().forget(fd);
     return real().close(fd);
+}
+
+// As close() for each number of the range (only CLOSE_RANGE_CLOEXEC leaves them open).
+int close_range(unsigned first, unsigned last, int flags)
+{
+    if (!(flags & CLOSE_RANGE_CLOEXEC))
+        for (unsigned fd = first; fd <= last && fd < unsigned{Shim::kMaxFd}; ++fd)
+            Shim::instance().forget(static_cast<int>(fd));
+    return real().close_range(first, last, flags);
 }
 
 int shutdown(int fd, int how)

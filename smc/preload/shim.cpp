@@ -44,7 +44,17 @@ Settings settingsFromEnvironment() noexcept
     Settings s;
     const char* debug = std::getenv("SMC_RUN_DEBUG");
     s.debug = debug && *debug && std::string_view(debug) != "0";
-    s.options.mode = Mode::SmcD; // SMC-D is what a host's own peers use
+    // SMC_RUN_MODE: smcd (the default: SMC-D is what a host's own peers use), smcr (over
+    // SMC_RUN_DEVICE, an ibverbs device), auto (SMC-D first, SMC-R if a device is given).
+    const char* mode = std::getenv("SMC_RUN_MODE");
+    const std::string_view m(mode ? mode : "");
+    s.options.mode = m == "smcr" ? Mode::SmcR : m == "auto" ? Mode::Auto : Mode::SmcD;
+    if (const char* device = std::getenv("SMC_RUN_DEVICE"); device && *device) {
+        if (s.options.mode != Mode::SmcD) {
+            s.stack.smcr = SmcrConfig{};
+            s.stack.smcr->device = device;
+        }
+    }
     // An application expects its reads to sleep, as the kernel's do by default
     // (net.core.busy_poll = 0); SMC_RUN_BUSY_POLL (µs) spins first.
     s.options.busyPoll = std::chrono::microseconds(0);
@@ -58,7 +68,7 @@ Settings settingsFromEnvironment() noexcept
                              : p == "bucket" ? LockPolicy::Bucket
                                              : LockPolicy::Default;
     }
-    s.stack.smcTcpOption = false; // SMC-D between our own processes: the registry says it
+    s.stack.smcTcpOption = false; // our own processes are peers: the registry says so
     return s;
 }
 } // namespace

@@ -3,12 +3,24 @@
 # Unmodified programs under smc-run: the bytes they exchange, and from smc-run -d's lines (the
 # library's own, one per connection) whether each connection went SMC-D or stayed TCP.
 # Usage: apps_test.sh SMC_RUN LIBRARY CASE [SMC_SS]   (CASE: echo, mixed, iperf3, nginx, redis, sockperf)
+# SMC_APPS_SMCR=DEVICE: the nginx and iperf3 cases over SMC-R on that RDMA device instead, to
+# the address of its netdev, SMC_APPS_HOST (the rxe guest's); skipped (77) without the device.
 set -euo pipefail
 smc_run=$1
 export SMC_RUN_PRELOAD=$2
 case_name=$3
 smc_ss=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
+host=127.0.0.1 kind=SMC-D smc_flags=(-d)
+if [ -n "${SMC_APPS_SMCR:-}" ]; then
+    if [ ! -e "/sys/class/infiniband/$SMC_APPS_SMCR" ]; then
+        [ -n "${SMC_RXE_GUEST:-}" ] && { echo "no $SMC_APPS_SMCR in the rxe guest"; exit 1; }
+        echo "no $SMC_APPS_SMCR (run in the rxe guest)"
+        exit 77
+    fi
+    host=${SMC_APPS_HOST:?"the address of the RDMA device netdev"}
+    kind=SMC-R smc_flags=(-d --mode smcr --device "$SMC_APPS_SMCR")
+fi
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -18,25 +30,27 @@ need() { command -v "$1" >/dev/null || fail "$1 is not installed (.ci/install-de
 wait_for() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "no $1"; }
 count() { grep -c "$1" "$2" || true; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# What the processes named $1 published (smc-ss): "SMCD_SERVER SMCD_CLIENT FALLBACKS" summed.
+# What the processes named $1 published (smc-ss): "SERVER CLIENT FALLBACKS" summed, the
+# connections of this run's kind (SMC-D or SMC-R).
 published() {
     [ -n "$smc_ss" ] || { echo "- - -"; return; }
     "$smc_ss" --json > "$work/smc-ss.json" || fail "smc-ss"
-    python3 - "$1" "$work/smc-ss.json" <<'PY'
+    python3 - "$1" "$work/smc-ss.json" "$kind" <<'PY'
 import json, sys
 procs = [p for p in json.load(open(sys.argv[2])) if p["command"] == sys.argv[1]]
 st = [p["smcss"]["stats"] for p in procs]
+k = "smcd" if sys.argv[3] == "SMC-D" else "smcr"
 fallbacks = sum(sum(s["server_fallbacks"].values()) + sum(s["client_fallbacks"].values()) for s in st)
-print(sum(s["smcd_server"] for s in st), sum(s["smcd_client"] for s in st), fallbacks)
+print(sum(s[k + "_server"] for s in st), sum(s[k + "_client"] for s in st), fallbacks)
 PY
 }
-# The published view agrees: at least $2 SMC-D server connections in processes named $1, and no
+# The published view agrees: at least $2 server connections of this kind in processes named $1, and no
 # fallback (skipped when no smc-ss is given).
 expect_published() {
     local server client fallbacks
     read -r server client fallbacks < <(published "$1")
     [ "$server" = - ] && return 0
-    [ "$server" -ge "$2" ] || fail "smc-ss: $1 published $server SMC-D server connections"
+    [ "$server" -ge "$2" ] || fail "smc-ss: $1 published $server $kind server connections"
     [ "$fallbacks" = 0 ] || fail "smc-ss: $1 published $fallbacks fallbacks"
 }
 
@@ -59,6 +73,8 @@ echo_pair() {
     [ "$answer" = ok ] || fail "$tag: $answer"
 }
 
+[ "$kind" = SMC-D ] || [ "$case_name" = nginx ] || [ "$case_name" = iperf3 ] ||
+    fail "$case_name: SMC-D only"
 case $case_name in
 echo)
     need python3
@@ -73,15 +89,29 @@ echo)
     # when the handshake is over, and the registration follows the number onto the connection.
     echo_pair smc smc $((2 << 20)) nonblocking nbclient
     [ "$(count 'client SMC-D' "$work/nonblocking-client.log")" = 1 ] || fail "nbclient not SMC-D"
+    # close_range(2) ends a connection as close(2) does: the server reads both streams to
+    # their end (it would wait forever for one the shim did not close).
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" 2 count \
+        > "$work/range-server.out" 2> "$work/range-server.log" &
+    wait_for "$work/port"
+    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" rangeclient "$(cat "$work/port")" \
+        $((1 << 20)) 2> "$work/range-client.log") || fail "rangeclient failed"
+    [ "$answer" = ok ] || fail "rangeclient: $answer"
+    wait $! || fail "close_range: the server did not see both ends"
+    [ "$(sort -u "$work/range-server.out" | wc -l)" = 1 ] && [ "$(wc -l < "$work/range-server.out")" = 2 ] ||
+        fail "close_range: server counted $(cat "$work/range-server.out")"
+    grep -q "^$((1 << 20)) " "$work/range-server.out" || fail "close_range: lost bytes"
+    [ "$(count 'client SMC-D' "$work/range-client.log")" = 2 ] || fail "rangeclient not SMC-D"
     ;;
 mixed)
     need python3
     # One side without smc-run: plain TCP at once, no handshake attempted, bytes intact.
     echo_pair smc tcp $((1 << 20)) plain-client
-    [ "$(count 'SMC-D' "$work/plain-client-server.log")" = 1 ] || fail "listener not announced"
-    [ "$(count 'server SMC-D' "$work/plain-client-server.log")" = 0 ] || fail "plain client went SMC"
+    [ "$(count 'SMC announced' "$work/plain-client-server.log")" = 1 ] || fail "listener not announced"
+    [ "$(count 'server SMC' "$work/plain-client-server.log")" = 0 ] || fail "plain client went SMC"
     echo_pair tcp smc $((1 << 20)) plain-server
-    [ "$(count 'SMC-D' "$work/plain-server-client.log")" = 0 ] || fail "plain server went SMC"
+    [ "$(count 'SMC' "$work/plain-server-client.log")" = 0 ] || fail "plain server went SMC"
     ;;
 iperf3)
     need iperf3
@@ -89,11 +119,11 @@ iperf3)
     port=$(free_port)
     for direction in forward reverse; do
         flag=(); [ $direction = reverse ] && flag=(-R)
-        timeout 60 sh "$smc_run" -d iperf3 -s -1 -p "$port" -B 127.0.0.1 \
+        timeout 60 sh "$smc_run" "${smc_flags[@]}" iperf3 -s -1 -p "$port" -B $host \
             > "$work/$direction-server.out" 2> "$work/$direction-server.log" &
         pid=$!
         sleep 0.5
-        timeout 60 sh "$smc_run" -d iperf3 -c 127.0.0.1 -p "$port" -n 64M -J "${flag[@]}" \
+        timeout 60 sh "$smc_run" "${smc_flags[@]}" iperf3 -c $host -p "$port" -n 64M -J "${flag[@]}" \
             > "$work/$direction.json" 2> "$work/$direction-client.log" || fail "iperf3 $direction"
         wait "$pid" || fail "iperf3 server ($direction)"
         read -r sent received < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"])' "$work/$direction.json")
@@ -101,8 +131,8 @@ iperf3)
         [ "$sent" -ge $((64 << 20)) ] || fail "$direction: sent $sent bytes"
         [ "$received" -ge $((60 << 20)) ] || fail "$direction: received $received bytes"
         # The control connection and the data stream, on both sides.
-        [ "$(count 'client SMC-D' "$work/$direction-client.log")" = 2 ] || fail "$direction: client not SMC-D"
-        [ "$(count 'server SMC-D' "$work/$direction-server.log")" = 2 ] || fail "$direction: server not SMC-D"
+        [ "$(count "client $kind" "$work/$direction-client.log")" = 2 ] || fail "$direction: client not $kind"
+        [ "$(count "server $kind" "$work/$direction-server.log")" = 2 ] || fail "$direction: server not $kind"
     done
     ;;
 nginx)
@@ -134,39 +164,39 @@ http {
     fastcgi_temp_path $work/fastcgi;
     uwsgi_temp_path $work/uwsgi;
     scgi_temp_path $work/scgi;
-    server { listen 127.0.0.1:$port; root $work/html; }
+    server { listen $host:$port; root $work/html; }
     # A proxy to the server above: nginx's upstream sockets join epoll before they connect.
-    server { listen 127.0.0.1:$proxy_port; location / { proxy_pass http://127.0.0.1:$port; } }
+    server { listen $host:$proxy_port; location / { proxy_pass http://$host:$port; } }
 }
 CONF
-    timeout 120 sh "$smc_run" -d nginx -p "$work" -c "$work/nginx.conf" -e stderr \
+    timeout 120 sh "$smc_run" "${smc_flags[@]}" nginx -p "$work" -c "$work/nginx.conf" -e stderr \
         2> "$work/nginx-server.log" &
     for _ in $(seq 100); do grep -q 'start worker process' "$work/nginx-server.log" && break; sleep 0.1; done
     sleep 0.3
     # A file through sendfile(2), and two requests on one keep-alive connection.
-    timeout 30 sh "$smc_run" -d curl -sS -o "$work/got.bin" "http://127.0.0.1:$port/big.bin" \
+    timeout 30 sh "$smc_run" "${smc_flags[@]}" curl -sS -o "$work/got.bin" "http://$host:$port/big.bin" \
         2> "$work/curl-client.log" || fail "curl big.bin"
     cmp "$work/html/big.bin" "$work/got.bin" || fail "big.bin arrived changed"
-    [ "$(count 'client SMC-D' "$work/curl-client.log")" = 1 ] || fail "curl not SMC-D"
+    [ "$(count "client $kind" "$work/curl-client.log")" = 1 ] || fail "curl not $kind"
     # The same through the proxy: nginx is then the client of a non-blocking connect too.
-    timeout 30 sh "$smc_run" -d curl -sS -o "$work/proxied.bin" "http://127.0.0.1:$proxy_port/big.bin" \
+    timeout 30 sh "$smc_run" "${smc_flags[@]}" curl -sS -o "$work/proxied.bin" "http://$host:$proxy_port/big.bin" \
         2> "$work/proxy-client.log" || fail "curl through the proxy"
     cmp "$work/html/big.bin" "$work/proxied.bin" || fail "big.bin arrived changed through the proxy"
-    [ "$(count 'client SMC-D' "$work/nginx-server.log")" = 1 ] || fail "nginx's upstream not SMC-D"
-    got=$(timeout 30 sh "$smc_run" -d curl -sS "http://127.0.0.1:$port/" \
-        "http://127.0.0.1:$port/index.html" 2> "$work/keepalive-client.log") || fail "curl keep-alive"
+    [ "$(count "client $kind" "$work/nginx-server.log")" = 1 ] || fail "nginx's upstream not $kind"
+    got=$(timeout 30 sh "$smc_run" "${smc_flags[@]}" curl -sS "http://$host:$port/" \
+        "http://$host:$port/index.html" 2> "$work/keepalive-client.log") || fail "curl keep-alive"
     [ "$got" = "$(printf 'hello\nhello')" ] || fail "keep-alive: got '$got'"
-    [ "$(count 'client SMC-D' "$work/keepalive-client.log")" = 1 ] || fail "keep-alive: not one SMC-D connection"
+    [ "$(count "client $kind" "$work/keepalive-client.log")" = 1 ] || fail "keep-alive: not one $kind connection"
     # wrk: 8 connections for a second, every request answered.
-    timeout 30 sh "$smc_run" -d wrk -t 2 -c 8 -d 1 "http://127.0.0.1:$port/" \
+    timeout 30 sh "$smc_run" "${smc_flags[@]}" wrk -t 2 -c 8 -d 1 "http://$host:$port/" \
         > "$work/wrk.out" 2> "$work/wrk-client.log" || fail "wrk"
     grep -q 'Requests/sec' "$work/wrk.out" || fail "wrk: no result"
     ! grep -q -E 'Socket errors|Non-2xx' "$work/wrk.out" || fail "wrk: errors: $(cat "$work/wrk.out")"
-    [ "$(count 'client SMC-D' "$work/wrk-client.log")" -ge 8 ] || fail "wrk: not SMC-D"
+    [ "$(count "client $kind" "$work/wrk-client.log")" -ge 8 ] || fail "wrk: not $kind"
     expect_published nginx 12
     kill -QUIT "$(cat "$work/nginx.pid")"
     wait %1 || true
-    [ "$(count 'server SMC-D' "$work/nginx-server.log")" -ge 12 ] || fail "nginx: not SMC-D"
+    [ "$(count "server $kind" "$work/nginx-server.log")" -ge 12 ] || fail "nginx: not $kind"
     [ "$(count 'fallback' "$work/nginx-server.log")" = 0 ] || fail "nginx: fallbacks"
     ;;
 redis)
@@ -177,7 +207,7 @@ redis)
     port=$(free_port)
     timeout 120 sh "$smc_run" -d redis-server --port "$port" --bind 127.0.0.1 --save '' \
         --appendonly no --daemonize no --dir "$work" > "$work/redis.out" 2> "$work/redis-server.log" &
-    for _ in $(seq 100); do grep -q 'listening, SMC-D announced' "$work/redis-server.log" && break; sleep 0.1; done
+    for _ in $(seq 100); do grep -q 'listening, SMC announced' "$work/redis-server.log" && break; sleep 0.1; done
     sleep 0.2
     timeout 20 sh "$smc_run" -d redis-cli -p "$port" set greeting "hello over smc" \
         > "$work/set.out" 2> "$work/cli-client.log" || fail "redis-cli set"
@@ -202,7 +232,7 @@ sockperf)
     port=$(free_port)
     timeout 60 sh "$smc_run" -d sockperf sr --tcp -i 127.0.0.1 -p "$port" \
         > "$work/sockperf-server.out" 2> "$work/sockperf-server.log" &
-    for _ in $(seq 100); do grep -q 'listening, SMC-D announced' "$work/sockperf-server.log" && break; sleep 0.1; done
+    for _ in $(seq 100); do grep -q 'listening, SMC announced' "$work/sockperf-server.log" && break; sleep 0.1; done
     sleep 0.2
     # Ping-pong of 14-byte messages, then throughput of 64,000-byte ones, a second each.
     timeout 30 sh "$smc_run" -d sockperf pp --tcp -i 127.0.0.1 -p "$port" -t 1 -m 14 \

@@ -2,8 +2,10 @@
 # A real program's sockets for tests/apps: "server PORTFILE" answers each connection with the
 # length and a digest of what it read; "client PORT BYTES" sends that many bytes and prints
 # the answer; "nbclient PORT BYTES" does so from a non-blocking socket in an edge-triggered
-# epoll set it joined before connecting, as event loops do. Plain Python socket calls (accept4,
-# recv, send, shutdown, epoll), nothing smc-core.
+# epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
+# without a shutdown and ends the connection with close_range(2) instead of close(2), twice
+# (the second socket gets the number again), and prints what the server counted. Plain
+# Python socket calls (accept4, recv, send, shutdown, epoll, close_range), nothing smc-core.
 import errno
 import hashlib
 import select
@@ -24,6 +26,14 @@ if sys.argv[1] == "server":
         f.write(str(s.getsockname()[1]))
     for _ in range(int(sys.argv[3]) if len(sys.argv) > 3 else 1):
         c, _ = s.accept()
+        if len(sys.argv) > 4:  # "count": the length and digest to stdout, nothing back
+            digest, n = hashlib.sha256(), 0
+            while d := c.recv(65536):
+                digest.update(d)
+                n += len(d)
+            print(f"{n} {digest.hexdigest()}", flush=True)
+            c.close()
+            continue
         digest, n = hashlib.sha256(), 0
         while True:
             d = c.recv(65536)
@@ -76,6 +86,17 @@ elif sys.argv[1] == "nbclient":
                 print("ok" if ok else f"MISMATCH: {answer!r} != {expected!r}")
                 sys.exit(0)
             answer += d
+elif sys.argv[1] == "rangeclient":
+    import os
+    n = int(sys.argv[3])
+    numbers = []
+    for _ in range(2):
+        c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+        c.sendall(payload(n))
+        fd = c.detach()
+        numbers.append(fd)
+        os.closerange(fd, fd + 1)
+    print("ok" if numbers[0] == numbers[1] else f"MISMATCH: numbers {numbers}")
 else:
     n = int(sys.argv[3])
     c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
