@@ -254,6 +254,18 @@ Result<void> CdcConnection::consumed(std::size_t n)
 Result<std::size_t> CdcConnection::recv(std::span<std::byte> into, Deadline deadline,
                                         bool nonBlocking)
 {
+    return receive(into, deadline, nonBlocking, true);
+}
+
+Result<std::size_t> CdcConnection::peek(std::span<std::byte> into, Deadline deadline,
+                                        bool nonBlocking)
+{
+    return receive(into, deadline, nonBlocking, false);
+}
+
+Result<std::size_t> CdcConnection::receive(std::span<std::byte> into, Deadline deadline,
+                                           bool nonBlocking, bool consume)
+{
     MutexLocker receiving(recvMutex_);
     cdc::Cursor at;
     Result<std::size_t> available = awaitReadable(deadline, nonBlocking, !into.empty(), at);
@@ -267,8 +279,9 @@ Result<std::size_t> CdcConnection::recv(std::span<std::byte> into, Deadline dead
         (void)abort(false); // the transport lost our ring under us
         return errc(std::errc::connection_reset);
     }
-    if (Result<void> r = consumed(n); !r)
-        return r.error();
+    if (consume)
+        if (Result<void> r = consumed(n); !r)
+            return r.error();
     return n;
 }
 

@@ -35,6 +35,7 @@ public:
     Result<std::size_t> send(std::span<const std::byte> data, Deadline deadline, bool nonBlocking,
                              bool hold) final;
     Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline, bool nonBlocking) final;
+    Result<std::size_t> peek(std::span<std::byte> into, Deadline deadline, bool nonBlocking) final;
     Result<RecvView> recvView(std::span<std::byte> copy, std::size_t threshold, Deadline deadline,
                               bool nonBlocking) final;
     Result<void> releaseView() final;
@@ -83,6 +84,9 @@ protected:
     }
     // Bytes out of our ring from offset `at` (wrapping). An error aborts the connection.
     virtual Result<void> take(std::size_t at, std::span<std::byte> into) = 0;
+    // recv and peek: the copy out of our ring, and (`consume`) the cursor moved past it.
+    Result<std::size_t> receive(std::span<std::byte> into, Deadline deadline, bool nonBlocking,
+                                bool consume);
     // Whether the application may read our ring in place (recvView), and the ring then (asked
     // only while the connection is open); else every byte is copied.
     virtual bool hasViews() const noexcept { return false; }

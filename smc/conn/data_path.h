@@ -33,6 +33,9 @@ public:
                                      bool nonBlocking, bool hold) = 0;
     virtual Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                                      bool nonBlocking) = 0;
+    // recv that leaves what it copied to be read again (MSG_PEEK). Blocks and fails as recv.
+    virtual Result<std::size_t> peek(std::span<std::byte> into, Deadline deadline,
+                                     bool nonBlocking) = 0;
     // Announces what corking held back (one CDC), if anything. Errors: not_connected
     // (closed). Blocks for at most one CDC (SMC-R: a send slot).
     virtual Result<void> flush() = 0;

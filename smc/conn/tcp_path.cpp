@@ -54,6 +54,17 @@ Result<std::size_t> TcpPath::send(std::span<const std::byte> data, Deadline dead
 
 Result<std::size_t> TcpPath::recv(std::span<std::byte> into, Deadline deadline, bool nonBlocking)
 {
+    return receive(into, deadline, nonBlocking, 0);
+}
+
+Result<std::size_t> TcpPath::peek(std::span<std::byte> into, Deadline deadline, bool nonBlocking)
+{
+    return receive(into, deadline, nonBlocking, MSG_PEEK);
+}
+
+Result<std::size_t> TcpPath::receive(std::span<std::byte> into, Deadline deadline, bool nonBlocking,
+                                     int flags)
+{
     while (clcLeft_ > 0) { // the PROPOSAL we declined unread is not the application's
         Result<bool> gone = skipClc(fd_, clcLeft_);
         if (!gone)
@@ -63,8 +74,8 @@ Result<std::size_t> TcpPath::recv(std::span<std::byte> into, Deadline deadline, 
         else if (Result<void> r = await(POLLIN, deadline, nonBlocking); !r)
             return r.error();
     }
-    return transfer([&] { return ::recv(fd_, into.data(), into.size(), MSG_DONTWAIT); }, POLLIN,
-                    deadline, nonBlocking);
+    return transfer([&] { return ::recv(fd_, into.data(), into.size(), MSG_DONTWAIT | flags); },
+                    POLLIN, deadline, nonBlocking);
 }
 
 Result<RecvView> TcpPath::recvView(std::span<std::byte> copy, std::size_t /*threshold*/,

@@ -24,6 +24,8 @@ public:
                              bool hold) override;
     Result<std::size_t> recv(std::span<std::byte> into, Deadline deadline,
                              bool nonBlocking) override;
+    Result<std::size_t> peek(std::span<std::byte> into, Deadline deadline,
+                             bool nonBlocking) override;
     Result<void> flush() override { return {}; } // TCP pushes by itself
     Result<RecvView> recvView(std::span<std::byte> copy, std::size_t threshold, Deadline deadline,
                               bool nonBlocking) override;
@@ -48,6 +50,9 @@ private:
     Result<void> await(short events, Deadline deadline, bool nonBlocking) const;
     template <typename Io>
     Result<std::size_t> transfer(Io io, short events, Deadline deadline, bool nonBlocking) const;
+    // recv and peek (`flags` MSG_PEEK), past a PROPOSAL left unread.
+    Result<std::size_t> receive(std::span<std::byte> into, Deadline deadline, bool nonBlocking,
+                                int flags);
 
     const int fd_;
     std::size_t clcLeft_ = 0; // of the peer's PROPOSAL still to discard; the receiver's alone

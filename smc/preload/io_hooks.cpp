@@ -57,10 +57,14 @@ ssize_t received(const Conn& conn, int fd, std::span<std::byte> into, int flags)
 {
     if (inherited(conn))
         return fail(EOPNOTSUPP);
-    if (flags & (MSG_PEEK | MSG_OOB))
-        return fail(EOPNOTSUPP); // not on an SMC connection (yet)
+    if (flags & MSG_OOB)
+        return fail(EOPNOTSUPP); // SMC has no urgent data
     if (wouldWait(conn, fd, flags, POLLIN))
         return fail(EAGAIN);
+    if (flags & MSG_PEEK) {
+        smc::Result<std::size_t> n = conn.impl->peek(into);
+        return n ? static_cast<ssize_t>(*n) : fail(smc::preload::errnoOf(n.error()));
+    }
     std::size_t done = 0;
     do {
         smc::Result<std::size_t> n = conn.impl->recv(into.subspan(done));

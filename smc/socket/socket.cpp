@@ -157,6 +157,13 @@ void SocketImpl::close() noexcept
     tcp_.reset();
 }
 
+Result<std::size_t> SocketImpl::peek(std::span<std::byte> into)
+{
+    if (closed_)
+        return std::make_error_code(std::errc::not_connected);
+    return path_->peek(into, net::deadlineAfter(options_.recvTimeout), nonBlocking_);
+}
+
 Result<std::size_t> SocketImpl::unread() const
 {
     if (closed_)

@@ -55,31 +55,36 @@ expect_published() {
 }
 
 # An echo server and client, each under smc-run or not ($1, $2: "smc" or "tcp"); $5: the
-# client's mode (echo.py's "client" or "nbclient").
+# client's mode (echo.py's "client" or "nbclient"); $6 "published": the server's published view
+# is checked too, before a plain client (no smc-run) lets it end.
 echo_pair() {
-    local server=$1 client=$2 bytes=$3 tag=$4 mode=${5:-client}
-    local run_server=() run_client=()
+    local server=$1 client=$2 bytes=$3 tag=$4 mode=${5:-client} check=${6:-}
+    local run_server=() run_client=() conns=1
     [ "$server" = smc ] && run_server=(sh "$smc_run" -d)
     [ "$client" = smc ] && run_client=(sh "$smc_run" -d)
+    [ -n "$check" ] && conns=2
     rm -f "$work/port"
-    timeout 60 "${run_server[@]}" python3 "$here/echo.py" server "$work/port" \
+    timeout 60 "${run_server[@]}" python3 "$here/echo.py" server "$work/port" "$conns" \
         2> "$work/$tag-server.log" &
     local pid=$!
     wait_for "$work/port"
     local answer
     answer=$(timeout 60 "${run_client[@]}" python3 "$here/echo.py" "$mode" "$(cat "$work/port")" \
         "$bytes" 2> "$work/$tag-client.log") || fail "$tag: client failed"
+    if [ -n "$check" ]; then
+        expect_published python3 1
+        timeout 60 python3 "$here/echo.py" client "$(cat "$work/port")" 0 > /dev/null ||
+            fail "$tag: the plain client that ends the server"
+    fi
     wait "$pid" || fail "$tag: server failed"
     [ "$answer" = ok ] || fail "$tag: $answer"
 }
 
-[ "$kind" = SMC-D ] || [ "$case_name" = nginx ] || [ "$case_name" = iperf3 ] ||
-    fail "$case_name: SMC-D only"
 case $case_name in
 echo)
     need python3
     # Both under smc-run: SMC-D, and 8 MiB arrive whole, in order (digest), both ways.
-    echo_pair smc smc $((8 << 20)) smcd
+    echo_pair smc smc $((8 << 20)) smcd client published
     [ "$(count 'client SMC-D' "$work/smcd-client.log")" = 1 ] || fail "client not SMC-D"
     [ "$(count 'server SMC-D' "$work/smcd-server.log")" = 1 ] || fail "server not SMC-D"
     # An empty stream: the end of it alone goes across.
@@ -87,7 +92,7 @@ echo)
     [ "$(count 'client SMC-D' "$work/empty-client.log")" = 1 ] || fail "empty: client not SMC-D"
     # A non-blocking connect from a socket already in an epoll set: EINPROGRESS, then writable
     # when the handshake is over, and the registration follows the number onto the connection.
-    echo_pair smc smc $((2 << 20)) nonblocking nbclient
+    echo_pair smc smc $((2 << 20)) nonblocking nbclient published
     [ "$(count 'client SMC-D' "$work/nonblocking-client.log")" = 1 ] || fail "nbclient not SMC-D"
     # close_range(2) ends a connection as close(2) does: the server reads both streams to
     # their end (it would wait forever for one the shim did not close).
@@ -117,23 +122,26 @@ iperf3)
     need iperf3
     need python3
     port=$(free_port)
+    # One server for both directions: what it published is read before it stops.
+    timeout 120 sh "$smc_run" "${smc_flags[@]}" iperf3 -s -p "$port" -B $host \
+        > "$work/server.out" 2> "$work/server.log" &
+    pid=$!
+    for _ in $(seq 100); do grep -q 'SMC announced' "$work/server.log" && break; sleep 0.1; done
     for direction in forward reverse; do
         flag=(); [ $direction = reverse ] && flag=(-R)
-        timeout 60 sh "$smc_run" "${smc_flags[@]}" iperf3 -s -1 -p "$port" -B $host \
-            > "$work/$direction-server.out" 2> "$work/$direction-server.log" &
-        pid=$!
-        sleep 0.5
         timeout 60 sh "$smc_run" "${smc_flags[@]}" iperf3 -c $host -p "$port" -n 64M -J "${flag[@]}" \
             > "$work/$direction.json" 2> "$work/$direction-client.log" || fail "iperf3 $direction"
-        wait "$pid" || fail "iperf3 server ($direction)"
         read -r sent received < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"])' "$work/$direction.json")
         # iperf3's receiver may report before the last bytes are counted (TCP does so too).
         [ "$sent" -ge $((64 << 20)) ] || fail "$direction: sent $sent bytes"
         [ "$received" -ge $((60 << 20)) ] || fail "$direction: received $received bytes"
-        # The control connection and the data stream, on both sides.
+        # The control connection and the data stream.
         [ "$(count "client $kind" "$work/$direction-client.log")" = 2 ] || fail "$direction: client not $kind"
-        [ "$(count "server $kind" "$work/$direction-server.log")" = 2 ] || fail "$direction: server not $kind"
     done
+    # The server's own view: both runs' control and data connections, no fallback.
+    expect_published iperf3 4
+    kill "$pid"
+    [ "$(count "server $kind" "$work/server.log")" = 4 ] || fail "server not $kind"
     ;;
 nginx)
     need nginx
@@ -245,6 +253,7 @@ sockperf)
         [ "$(count 'client SMC-D' "$work/$run-client.log")" = 1 ] || fail "sockperf $run not SMC-D"
     done
     [ "$(count 'server SMC-D' "$work/sockperf-server.log")" = 2 ] || fail "sockperf server not SMC-D"
+    expect_published sockperf 2
     kill %1
     ;;
 *)

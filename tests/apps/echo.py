@@ -5,7 +5,8 @@
 # epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
 # (the second socket gets the number again), and prints what the server counted. Plain
-# Python socket calls (accept4, recv, send, shutdown, epoll, close_range), nothing smc-core.
+# Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
+# close_range), nothing smc-core.
 import errno
 import hashlib
 import select
@@ -34,14 +35,21 @@ if sys.argv[1] == "server":
             print(f"{n} {digest.hexdigest()}", flush=True)
             c.close()
             continue
+        # A peek first: the bytes it shows are read again by the next recv.
+        peeked = c.recv(16, socket.MSG_PEEK)
         digest, n = hashlib.sha256(), 0
         while True:
             d = c.recv(65536)
             if not d:
                 break
+            if n == 0 and not d.startswith(peeked):
+                peeked = None
             digest.update(d)
             n += len(d)
-        c.sendall(f"{n} {digest.hexdigest()}".encode())
+        if peeked is None:
+            c.sendall(b"MSG_PEEK showed other bytes than recv read")
+        else:
+            c.sendall(f"{n} {digest.hexdigest()}".encode())
         c.close()
 elif sys.argv[1] == "nbclient":
     n = int(sys.argv[3])

@@ -328,10 +328,10 @@ TEST(Socket, PollableFdIsReadableAndWritableLikeASocket)
     EXPECT_EQ(::poll(&out, 1, 5000), 1) << "room again once the server read";
 }
 
-// Edge-triggered, as a TCP socket: every arrival is an edge, even while bytes are still unread
-// (a poller that believed it had read everything waits for the next one), and what a recv would
-// take now is what unread() says.
-TEST(Socket, EveryArrivalIsAnEdgeForAnEdgeTriggeredPoller)
+// As a TCP socket: every arrival is an edge, even while bytes are still unread (a poller that
+// believed it had read everything waits for the next one); what a recv would take now is what
+// unread() says; a peek leaves the bytes to be read again.
+TEST(Socket, EdgesUnreadAndPeekAsATcpSocket)
 {
     auto stack = makeStack();
     Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0)).value();
@@ -353,8 +353,13 @@ TEST(Socket, EveryArrivalIsAnEdgeForAnEdgeTriggeredPoller)
     ASSERT_EQ(peer.send(pattern(20, 2)).value(), 20u);
     EXPECT_EQ(::epoll_wait(ep, &got, 1, 5000), 1) << "the second arrival, nothing read between";
     EXPECT_EQ(c->unread().value(), 30u);
+    std::array<std::byte, 64> peeked{};
+    EXPECT_EQ(c->peek(std::span(peeked).first(4)).value(), 4u);
+    EXPECT_EQ(c->unread().value(), 30u);
     std::array<std::byte, 64> buf{};
     EXPECT_EQ(c->recv(buf).value(), 30u);
+    EXPECT_EQ(std::memcmp(buf.data(), peeked.data(), 4), 0);
+    EXPECT_EQ(std::memcmp(buf.data(), pattern(10, 1).data(), 10), 0);
     EXPECT_EQ(c->unread().value(), 0u);
     ::close(ep);
     c->close();

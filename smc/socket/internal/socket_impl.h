@@ -37,6 +37,8 @@ public:
     Result<void> setCork(bool on);
     Result<void> setNoDelay(bool on);
     Result<std::size_t> recv(std::span<std::byte> into);
+    // recv that leaves the bytes to be read again (MSG_PEEK). Errors and blocking: recv's.
+    Result<std::size_t> peek(std::span<std::byte> into);
     Result<RecvView> recvZeroCopy(std::span<std::byte> copyBuffer);
     Result<void> releaseView();
     // What a recv would return now without waiting (FIONREAD). Errors: not_connected.
