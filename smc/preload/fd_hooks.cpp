@@ -8,10 +8,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdarg>
 
@@ -207,6 +209,23 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
                                                              : route.conn->impl->setCork(on);
                    !r) {
             return fail(smc::preload::errnoOf(r.error()));
+        }
+    }
+    if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO) && value &&
+        len >= sizeof(timeval)) {
+        const auto* tv = static_cast<const timeval*>(value);
+        if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1'000'000)
+            return fail(EDOM); // as Linux says of such a timeval
+        // Milliseconds, rounded up (a short wait must not become none); 0 waits forever.
+        const auto ms = std::chrono::milliseconds(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000);
+        const auto wait = ms.count() == 0 ? std::chrono::milliseconds(-1) : ms;
+        if (route.setup) {
+            smc::MutexLocker lock(route.setup->mutex);
+            (name == SO_RCVTIMEO ? route.setup->recvTimeout : route.setup->sendTimeout) = wait;
+        } else if (name == SO_RCVTIMEO) {
+            route.conn->impl->setRecvTimeout(wait);
+        } else {
+            route.conn->impl->setSendTimeout(wait);
         }
     }
     if (route.setup)

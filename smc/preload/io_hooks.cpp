@@ -36,6 +36,13 @@ Route routed(int fd, int flags)
     return Shim::instance().route(fd, (flags & MSG_DONTWAIT) ? Wait::Never : Wait::IfBlocking);
 }
 
+// The errno of a read's or write's error: a wait past SO_RCVTIMEO or SO_SNDTIMEO (the only
+// deadline a call has here) is EAGAIN, as Linux says it.
+int errnoOfCall(std::error_code ec) noexcept
+{
+    return ec == std::errc::timed_out ? EAGAIN : smc::preload::errnoOf(ec);
+}
+
 // Whether a call that may not wait (non-blocking file, MSG_DONTWAIT) would: the ready
 // descriptor says so without waiting.
 bool wouldWait(const Conn& conn, int fd, int flags, short events) noexcept
@@ -63,7 +70,7 @@ ssize_t received(const Conn& conn, int fd, std::span<std::byte> into, int flags)
         return fail(EAGAIN);
     if (flags & MSG_PEEK) {
         smc::Result<std::size_t> n = conn.impl->peek(into);
-        return n ? static_cast<ssize_t>(*n) : fail(smc::preload::errnoOf(n.error()));
+        return n ? static_cast<ssize_t>(*n) : fail(errnoOfCall(n.error()));
     }
     std::size_t done = 0;
     do {
@@ -71,7 +78,7 @@ ssize_t received(const Conn& conn, int fd, std::span<std::byte> into, int flags)
         if (!n) {
             if (done > 0)
                 break;
-            return fail(smc::preload::errnoOf(n.error()));
+            return fail(errnoOfCall(n.error()));
         }
         if (*n == 0)
             break; // end of stream
@@ -101,7 +108,7 @@ ssize_t sent(const Conn& conn, int fd, std::span<const std::byte> data, int flag
     } while (n && blocking && done < data.size());
     if (done > 0 || data.empty())
         return static_cast<ssize_t>(done);
-    const int e = smc::preload::errnoOf(n.error());
+    const int e = errnoOfCall(n.error());
     if (e == EPIPE && !(flags & MSG_NOSIGNAL))
         (void)::raise(SIGPIPE); // as the kernel does for a stream socket
     return fail(e);

@@ -52,15 +52,22 @@ std::shared_ptr<Conn> connection(int fd, Setup& setup, StackCore& stack,
         return nullptr;
     }
     std::optional<bool> noDelay, cork;
+    std::optional<std::chrono::milliseconds> recvTimeout, sendTimeout;
     {
         MutexLocker lock(setup.mutex);
         noDelay = setup.noDelay;
         cork = setup.cork;
+        recvTimeout = setup.recvTimeout;
+        sendTimeout = setup.sendTimeout;
     }
     if (noDelay)
         (void)(*impl)->setNoDelay(*noDelay);
     if (cork)
         (void)(*impl)->setCork(*cork);
+    if (recvTimeout)
+        (*impl)->setRecvTimeout(*recvTimeout);
+    if (sendTimeout)
+        (*impl)->setSendTimeout(*sendTimeout);
     auto conn = std::make_shared<Conn>();
     conn->impl = std::move(*impl);
     conn->generation = setup.generation;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,9 +40,12 @@ struct Setup {
     Mutex mutex;
     ConditionVariable ended;
     bool over SMC_GUARDED_BY(mutex) = false;
-    // TCP_NODELAY and TCP_CORK as the program sets them meanwhile, for the connection.
+    // TCP_NODELAY, TCP_CORK, SO_RCVTIMEO and SO_SNDTIMEO as the program sets them meanwhile,
+    // for the connection.
     std::optional<bool> noDelay SMC_GUARDED_BY(mutex);
     std::optional<bool> cork SMC_GUARDED_BY(mutex);
+    std::optional<std::chrono::milliseconds> recvTimeout SMC_GUARDED_BY(mutex);
+    std::optional<std::chrono::milliseconds> sendTimeout SMC_GUARDED_BY(mutex);
 };
 
 // A setup for number `fd`, a non-blocking TCP socket (connecting, or just accepted), not yet

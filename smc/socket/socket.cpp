@@ -83,7 +83,8 @@ Result<std::size_t> SocketImpl::send(std::span<const std::byte> data, SendFlags 
         return std::make_error_code(std::errc::not_connected);
     const bool hold = flags == SendFlags::More || corked_;
     Result<std::size_t> n =
-        path_->send(data, net::deadlineAfter(options_.sendTimeout), nonBlocking_, hold);
+        path_->send(data, net::deadlineAfter(std::chrono::milliseconds(sendTimeout_.load())),
+                    nonBlocking_, hold);
     refresh();
     return n;
 }
@@ -92,8 +93,8 @@ Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    Result<std::size_t> n =
-        path_->recv(into, net::deadlineAfter(options_.recvTimeout), nonBlocking_);
+    Result<std::size_t> n = path_->recv(
+        into, net::deadlineAfter(std::chrono::milliseconds(recvTimeout_.load())), nonBlocking_);
     refresh();
     return n;
 }
@@ -102,8 +103,9 @@ Result<RecvView> SocketImpl::recvZeroCopy(std::span<std::byte> copyBuffer)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    Result<RecvView> v = path_->recvView(copyBuffer, options_.zeroCopyThreshold,
-                                         net::deadlineAfter(options_.recvTimeout), nonBlocking_);
+    Result<RecvView> v = path_->recvView(
+        copyBuffer, options_.zeroCopyThreshold,
+        net::deadlineAfter(std::chrono::milliseconds(recvTimeout_.load())), nonBlocking_);
     refresh();
     return v;
 }
@@ -161,7 +163,8 @@ Result<std::size_t> SocketImpl::peek(std::span<std::byte> into)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    return path_->peek(into, net::deadlineAfter(options_.recvTimeout), nonBlocking_);
+    return path_->peek(into, net::deadlineAfter(std::chrono::milliseconds(recvTimeout_.load())),
+                       nonBlocking_);
 }
 
 Result<std::size_t> SocketImpl::unread() const

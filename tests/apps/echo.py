@@ -6,7 +6,7 @@
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
 # (the second socket gets the number again), and prints what the server counted. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
-# close_range), nothing smc-core.
+# close_range, SO_RCVTIMEO), nothing smc-core.
 import errno
 import hashlib
 import select
@@ -106,8 +106,22 @@ elif sys.argv[1] == "rangeclient":
         os.closerange(fd, fd + 1)
     print("ok" if numbers[0] == numbers[1] else f"MISMATCH: numbers {numbers}")
 else:
+    import struct
+    import time
     n = int(sys.argv[3])
     c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    # SO_RCVTIMEO: a blocking recv with nothing coming gives up after it (EAGAIN).
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 100_000))
+    began = time.monotonic()
+    try:
+        c.recv(1)
+        print("MISMATCH: a recv with nothing sent returned")
+        sys.exit(0)
+    except BlockingIOError:
+        if time.monotonic() - began < 0.09:
+            print("MISMATCH: SO_RCVTIMEO gave up early")
+            sys.exit(0)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
     data = payload(n)
     # One blocking send(2) of a few MiB takes them all, as TCP's does (far more than a ring).
     first = min(n, 4 << 20)

@@ -47,6 +47,10 @@ public:
     void close() noexcept;
     Result<int> pollFd();
     void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
+    // How long a blocking recv (and peek) or send waits before timed_out; negative: forever
+    // (SO_RCVTIMEO, SO_SNDTIMEO). Start as the options say.
+    void setRecvTimeout(std::chrono::milliseconds t) noexcept { recvTimeout_ = t.count(); }
+    void setSendTimeout(std::chrono::milliseconds t) noexcept { sendTimeout_ = t.count(); }
     bool connected() const noexcept override { return !closed_.load(); }
     // Nothing for the application to get from it any more: closed, the peer closed with
     // nothing unread or aborted (SMC), or reset the TCP connection.
@@ -85,6 +89,8 @@ private:
     std::unique_ptr<net::DataPath> path_;
     Transport transport_ = Transport::Tcp;
     std::atomic<bool> nonBlocking_{false};
+    std::atomic<std::chrono::milliseconds::rep> recvTimeout_{options_.recvTimeout.count()};
+    std::atomic<std::chrono::milliseconds::rep> sendTimeout_{options_.sendTimeout.count()};
     std::atomic<bool> corked_{false};
     std::atomic<bool> closed_{false};
     std::atomic<int> tcpWatch_{-1};
