@@ -37,7 +37,7 @@ int alias(int from, int to)
     Shim& shim = Shim::instance();
     if (to < 0 || to == from)
         return to;
-    std::shared_ptr<Conn> conn = shim.route(from, Wait::Never).conn;
+    std::shared_ptr<Conn> conn = shim.route(from, Wait::Never, false).conn;
     if (!conn)
         return to;
     if (to >= Shim::kMaxFd) { // beyond the table: the number would read the ready socket
@@ -55,22 +55,23 @@ int alias(int from, int to)
 bool nonBlockingSet(int fd, bool on)
 {
     Shim& shim = Shim::instance();
-    const Route route = shim.route(fd, Wait::Never);
+    const Route route = shim.route(fd, Wait::Never, false);
     if (route.conn) {
         route.conn->nonBlocking = on;
         route.conn->impl->setNonBlocking(on);
     } else if (route.setup) {
         route.setup->nonBlocking = on;
-        return shim.route(fd, Wait::Never).setup != nullptr;
+        return shim.route(fd, Wait::Never, false).setup != nullptr;
     }
     return true;
 }
 
-// A copy of the number made while its handshake is under way would keep the stand-in: the
-// handshake's end is waited for first (the program cannot have asked for it to be quick).
-void settled(int fd)
+// A copy of the number made while its handshake is under way (or before it began: one accepted
+// for SMC) would keep the stand-in or the TCP socket: the handshake runs to its end first.
+// `use`: false for a number about to be replaced (dup2's target), which needs no handshake.
+void settled(int fd, bool use = true)
 {
-    (void)Shim::instance().route(fd, Wait::Always);
+    (void)Shim::instance().route(fd, Wait::Always, use);
 }
 
 int control(int (*call)(int, int, ...), int fd, int cmd, void* arg)
@@ -117,7 +118,7 @@ int dup(int fd)
 int dup2(int from, int to)
 {
     settled(from);
-    settled(to);
+    settled(to, false);
     const int r = real().dup2(from, to);
     if (r >= 0 && from != to)
         Shim::instance().forget(to); // the kernel closed what `to` was
@@ -127,7 +128,7 @@ int dup2(int from, int to)
 int dup3(int from, int to, int flags)
 {
     settled(from);
-    settled(to);
+    settled(to, false);
     const int r = real().dup3(from, to, flags);
     if (r >= 0)
         Shim::instance().forget(to);
@@ -159,7 +160,7 @@ int ioctl(int fd, unsigned long request, ...)
     va_start(args, request);
     void* arg = va_arg(args, void*);
     va_end(args);
-    const Route route = Shim::instance().route(fd, Wait::Never);
+    const Route route = Shim::instance().route(fd, Wait::Never, request == FIONREAD);
     if (route.conn && request == FIONREAD && arg) { // the connection's, not the ready socket's
         smc::Result<std::size_t> n = route.conn->impl->unread();
         if (!n)
@@ -180,7 +181,7 @@ int ioctl(int fd, unsigned long request, ...)
 
 int getsockopt(int fd, int level, int name, void* value, socklen_t* len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never);
+    const Route route = Shim::instance().route(fd, Wait::Never, false);
     if (route.setup)
         return real().getsockopt(tcpOf(route), level, name, value, len);
     if (!route.conn)
@@ -196,7 +197,7 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* len)
 
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never);
+    const Route route = Shim::instance().route(fd, Wait::Never, false);
     if (!route.conn && !route.setup)
         return real().setsockopt(fd, level, name, value, len);
     if (level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK) && value &&
@@ -237,7 +238,7 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
 // Addresses are the TCP socket's.
 int getsockname(int fd, sockaddr* addr, socklen_t* len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never);
+    const Route route = Shim::instance().route(fd, Wait::Never, false);
     if (route.setup)
         return real().getsockname(tcpOf(route), addr, len);
     if (!route.conn)
@@ -247,7 +248,7 @@ int getsockname(int fd, sockaddr* addr, socklen_t* len)
 
 int getpeername(int fd, sockaddr* addr, socklen_t* len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never);
+    const Route route = Shim::instance().route(fd, Wait::Never, false);
     if (route.setup)
         return real().getpeername(tcpOf(route), addr, len);
     if (!route.conn)

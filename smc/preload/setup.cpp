@@ -119,6 +119,82 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
 
 } // namespace
 
+bool nonBlocking(int fd) noexcept
+{
+    const int flags = real().fcntl(fd, F_GETFL);
+    return flags >= 0 && (flags & O_NONBLOCK) != 0;
+}
+
+Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome)
+{
+    Shim& shim = Shim::instance();
+    const bool cloexec = (real().fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+    const bool nonBlock = nonBlocking(fd);
+    UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
+    if (!tcp) {
+        shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
+        return Transport::None;
+    }
+    Result<std::shared_ptr<SocketImpl>> impl =
+        connectionOf(stack, std::move(tcp), server, shim.settings().options, std::move(outcome));
+    if (!impl) {
+        shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
+        return Transport::None;
+    }
+    Result<int> ready = (*impl)->pollFd();
+    if (!ready || !shim.moveTo(fd, *ready, cloexec)) {
+        shim.log("fd %d: no ready descriptor: %s", fd,
+                 ready ? std::strerror(errno) : ready.error().message().c_str());
+        (*impl)->close();
+        return Transport::None;
+    }
+    (*impl)->setNonBlocking(nonBlock);
+    // The number's file is now the ready socket: its O_NONBLOCK is what F_GETFL shows, so it
+    // must be the socket's (a program may save the flags and set them again).
+    const int flags = real().fcntl(fd, F_GETFL);
+    if (flags >= 0)
+        (void)real().fcntl(fd, F_SETFL, nonBlock ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
+    auto conn = std::make_shared<Conn>();
+    conn->impl = std::move(*impl);
+    conn->nonBlocking = nonBlock;
+    conn->generation = shim.generation();
+    const Transport transport = conn->impl->transport();
+    shim.add(fd, std::move(conn));
+    return transport;
+}
+
+void beginAccepted(int fd)
+{
+    Shim& shim = Shim::instance();
+    StackCore* stack = shim.stack();
+    if (!stack)
+        return; // TCP: the client then waits for CLC until its timeout, and falls back
+    if (nonBlocking(fd)) {
+        std::shared_ptr<Setup> setup = prepareSetup(fd, true);
+        if (setup && beginSetup(fd, std::move(setup), *stack, UniqueFd()))
+            return;
+    }
+    shim.untrack(fd); // nobody else can use the number while its call runs the handshake
+    Result<net::Outcome> outcome = net::serverHandshake(*stack, fd, shim.settings().options);
+    if (!outcome) {
+        stack->countHandshakeError();
+        shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
+        (void)::shutdown(fd, SHUT_RDWR); // nothing of the program's went over it: it ends
+        return;
+    }
+    if (auto* fallback = std::get_if<net::Fallback>(&*outcome)) {
+        stack->countFallback(true, fallback->reason);
+        shim.log("fd %d: server TCP (fallback %s)", fd, clc::toString(fallback->reason));
+        return;
+    }
+    const Transport transport = redirect(fd, *stack, true, std::move(outcome));
+    if (transport == Transport::None) {
+        (void)::shutdown(fd, SHUT_RDWR);
+        return;
+    }
+    shim.log("fd %d: server %s", fd, toString(transport));
+}
+
 Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, bool cloexec_,
              std::uint64_t generation_) noexcept
     : standIn(std::move(standIn_)), tcp(std::move(tcp_)), server(server_), cloexec(cloexec_),

@@ -11,6 +11,7 @@
 
 #include "base/mutex.h"
 #include "base/unique_fd.h"
+#include "smc/handshake/handshake.h"
 #include "smc/net/ready_fd.h"
 #include "smc/stack/stack_core.h"
 
@@ -56,5 +57,21 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server);
 // to the stack's handshake threads; `announcement` (a client's, registry.h) is held until the
 // handshake is over. False, with nothing changed, if the number cannot be moved.
 bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd announcement);
+
+// A connection accepted for SMC (the client announced itself) begins its server handshake at
+// the first call that uses it (Shim::route), made by whichever process makes it: a forking
+// server's parent only accepts and closes, its child reads and writes, and the connection is
+// the child's. On the stack's handshake threads when the number is non-blocking by then (the
+// call says EAGAIN meanwhile), in the call otherwise. A handshake that fails shuts the TCP
+// socket down: the program reads the end of the stream.
+void beginAccepted(int fd);
+
+// The number `fd` now stands for an SMC connection made from its TCP socket: the TCP socket
+// moves to a descriptor of the connection's own, the number to the connection's ready
+// descriptor. Its transport, or Transport::None (the number untouched, still the TCP socket)
+// if that cannot be done.
+Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome);
+
+bool nonBlocking(int fd) noexcept;
 
 } // namespace smc::preload

@@ -20,7 +20,9 @@
 
 using smc::preload::Conn;
 using smc::preload::fail;
+using smc::preload::nonBlocking;
 using smc::preload::real;
+using smc::preload::redirect;
 using smc::preload::Route;
 using smc::preload::Shim;
 using smc::preload::Wait;
@@ -63,12 +65,6 @@ std::uint16_t localPort(int fd) noexcept
     return smc::preload::portOf(reinterpret_cast<sockaddr*>(&local));
 }
 
-bool nonBlocking(int fd) noexcept
-{
-    const int flags = real().fcntl(fd, F_GETFL);
-    return flags >= 0 && (flags & O_NONBLOCK) != 0;
-}
-
 // The TCP connect of a socket that may be non-blocking, waited for: an SMC handshake follows.
 int connectWaiting(int fd, const sockaddr* to, socklen_t len, std::chrono::milliseconds timeout)
 {
@@ -88,49 +84,6 @@ int connectWaiting(int fd, const sockaddr* to, socklen_t len, std::chrono::milli
     if (n < 0 || real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &errorLen) != 0)
         return -1;
     return error == 0 ? 0 : fail(error);
-}
-
-// The number `fd` now stands for an SMC connection made from its TCP socket: the TCP socket
-// moves to a descriptor of the connection's own, the number to the connection's ready
-// descriptor. Its transport, or Transport::None (the number untouched, still the TCP socket)
-// if that cannot be done.
-smc::Transport redirect(int fd, smc::StackCore& stack, bool server,
-                        smc::Result<smc::net::Outcome> outcome)
-{
-    Shim& shim = Shim::instance();
-    const bool cloexec = (real().fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
-    const bool nonBlock = nonBlocking(fd);
-    smc::UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, smc::UniqueFd::placementFloor().load()));
-    if (!tcp) {
-        shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
-        return smc::Transport::None;
-    }
-    smc::Result<std::shared_ptr<smc::SocketImpl>> impl = smc::connectionOf(
-        stack, std::move(tcp), server, shim.settings().options, std::move(outcome));
-    if (!impl) {
-        shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
-        return smc::Transport::None;
-    }
-    smc::Result<int> ready = (*impl)->pollFd();
-    if (!ready || !shim.moveTo(fd, *ready, cloexec)) {
-        shim.log("fd %d: no ready descriptor: %s", fd,
-                 ready ? std::strerror(errno) : ready.error().message().c_str());
-        (*impl)->close();
-        return smc::Transport::None;
-    }
-    (*impl)->setNonBlocking(nonBlock);
-    // The number's file is now the ready socket: its O_NONBLOCK is what F_GETFL shows, so it
-    // must be the socket's (a program may save the flags and set them again).
-    const int flags = real().fcntl(fd, F_GETFL);
-    if (flags >= 0)
-        (void)real().fcntl(fd, F_SETFL, nonBlock ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
-    auto conn = std::make_shared<Conn>();
-    conn->impl = std::move(*impl);
-    conn->nonBlocking = nonBlock;
-    conn->generation = shim.generation();
-    const smc::Transport transport = conn->impl->transport();
-    shim.add(fd, std::move(conn));
-    return transport;
 }
 
 // TCP as it is: connect(2) itself, and the number's file stays the TCP socket.
@@ -163,8 +116,8 @@ int socket(int domain, int type, int protocol)
 int connect(int fd, const sockaddr* to, socklen_t len)
 {
     Shim& shim = Shim::instance();
-    const Route route = shim.route(fd, Wait::Never);
-    if (route.setup) // a connect under way, or one that failed
+    const Route route = shim.route(fd, Wait::Never, false);
+    if (route.setup) // a connect under way
         return fail(route.error == EAGAIN ? EALREADY : route.error);
     if (route.conn)
         return fail(EISCONN);
@@ -249,35 +202,9 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
     if (fd >= Shim::kMaxFd || !smc::preload::clientAnnounced(smc::preload::portOf(p)) ||
         !smc::preload::isLocal(p, peerLen))
         return fd; // TCP, untouched
-    smc::StackCore* stack = shim.stack();
-    if (!stack)
-        return fd;
-    // A non-blocking socket is the program's at once; its handshake runs on the stack's threads.
-    if (flags & SOCK_NONBLOCK) {
-        std::shared_ptr<smc::preload::Setup> setup = smc::preload::prepareSetup(fd, true);
-        if (setup && smc::preload::beginSetup(fd, std::move(setup), *stack, smc::UniqueFd()))
-            return fd;
-    }
-    smc::Result<smc::net::Outcome> outcome =
-        smc::net::serverHandshake(*stack, fd, shim.settings().options);
-    if (!outcome) {
-        // As the kernel drops a connection whose handshake failed: the caller accepts again.
-        stack->countHandshakeError();
-        shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
-        real().close(fd);
-        return fail(ECONNABORTED);
-    }
-    if (auto* fallback = std::get_if<smc::net::Fallback>(&*outcome)) {
-        stack->countFallback(true, fallback->reason);
-        shim.log("fd %d: server TCP (fallback %s)", fd, smc::clc::toString(fallback->reason));
-        return fd;
-    }
-    const smc::Transport transport = redirect(fd, *stack, true, std::move(outcome));
-    if (transport == smc::Transport::None) {
-        real().close(fd);
-        return fail(ECONNABORTED);
-    }
-    shim.log("fd %d: server %s", fd, smc::toString(transport));
+    // Its handshake waits for the first call that uses the connection, in the process that
+    // makes it: a forking server's child, whose parent only accepts and closes (setup.h).
+    shim.addAccepted(fd);
     return fd;
 }
 

@@ -113,7 +113,7 @@ StackCore* Shim::stack()
     return stack_ ? &coreOf(*stack_) : nullptr;
 }
 
-Route Shim::route(int fd, Wait wait) const
+Route Shim::route(int fd, Wait wait, bool use)
 {
     while (marked(fd)) {
         std::shared_ptr<Setup> setup;
@@ -122,6 +122,15 @@ Route Shim::route(int fd, Wait wait) const
             MutexLocker lock(s.mutex);
             if (conns_[fd])
                 return {conns_[fd], nullptr, 0};
+            if (s.accepted.contains(fd)) {
+                if (!use)
+                    return {}; // the TCP socket, as it is until then
+                s.accepted.erase(fd);
+                remark(fd, s);
+                lock.unlock();
+                beginAccepted(fd);
+                continue;
+            }
             const auto it = s.setups.find(fd);
             if (it == s.setups.end())
                 return {};
@@ -150,8 +159,19 @@ void Shim::add(int fd, std::shared_ptr<Conn> conn)
 
 void Shim::remark(int fd, Stripe& s)
 {
-    marked_[fd].store(conns_[fd] || announcements_[fd].valid() || s.setups.contains(fd),
+    marked_[fd].store(conns_[fd] || announcements_[fd].valid() || s.setups.contains(fd) ||
+                          s.accepted.contains(fd),
                       std::memory_order_relaxed);
+}
+
+void Shim::addAccepted(int fd)
+{
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    s.accepted.insert(fd);
+    s.watches.erase(fd);
+    marked_[fd].store(true, std::memory_order_relaxed);
+    tracked_[fd].store(true, std::memory_order_relaxed); // until its handshake moves it
 }
 
 void Shim::forget(int fd)
@@ -172,6 +192,7 @@ void Shim::forget(int fd)
             setup = std::move(it->second);
             s.setups.erase(it);
         }
+        s.accepted.erase(fd);
         marked_[fd].store(false, std::memory_order_relaxed);
     }
     // A handshake under way gives up now (its task finds the number gone and cleans up); not

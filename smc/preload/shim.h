@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/mutex.h"
@@ -77,14 +78,19 @@ public:
 
     // What `fd` is to us; empty for a descriptor that is not ours (the common case costs one
     // relaxed load). A handshake under way on a blocking number, or with Wait::Always, is
-    // waited for: then the number is SMC or TCP.
-    Route route(int fd, Wait wait = Wait::IfBlocking) const;
+    // waited for: then the number is SMC or TCP. `use`: the call uses the connection (its
+    // bytes, or a copy of the number), which begins the handshake of one accepted for SMC
+    // (setup.h, beginAccepted); calls on its options and addresses do not.
+    Route route(int fd, Wait wait = Wait::IfBlocking, bool use = true);
     void add(int fd, std::shared_ptr<Conn> conn);
 
     // The number `fd` goes (close, or dup2 onto it): its announcement is dropped, its handshake
     // cut short, and its connection closed if it was the last number of one (only dropped if
     // it is the parent's).
     void forget(int fd);
+
+    // `fd` was accepted for SMC: its handshake waits for its first use (route()).
+    void addAccepted(int fd);
 
     // The listener announcement held for listening socket `fd` (see registry.h).
     void holdAnnouncement(int fd, UniqueFd announcement);
@@ -125,6 +131,7 @@ private:
         Mutex mutex;
         std::unordered_map<int, std::shared_ptr<Setup>> setups SMC_GUARDED_BY(mutex);
         std::unordered_map<int, std::vector<Watch>> watches SMC_GUARDED_BY(mutex);
+        std::unordered_set<int> accepted SMC_GUARDED_BY(mutex); // awaiting their first use
     };
 
     Shim();

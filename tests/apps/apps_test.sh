@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Unmodified programs under smc-run: the bytes they exchange, and from smc-run -d's lines (the
 # library's own, one per connection) whether each connection went SMC-D or stayed TCP.
-# Usage: apps_test.sh SMC_RUN LIBRARY CASE [SMC_SS]   (CASE: echo, mixed, iperf3, nginx, redis, sockperf)
+# Usage: apps_test.sh SMC_RUN LIBRARY CASE [SMC_SS]
+#   (CASE: echo, forked, mixed, iperf3, nginx, redis, sockperf)
 # SMC_APPS_SMCR=DEVICE: the nginx and iperf3 cases over SMC-R on that RDMA device instead, to
 # the address of its netdev, SMC_APPS_HOST (the rxe guest's); skipped (77) without the device.
 set -euo pipefail
@@ -108,6 +109,27 @@ echo)
         fail "close_range: server counted $(cat "$work/range-server.out")"
     grep -q "^$((1 << 20)) " "$work/range-server.out" || fail "close_range: lost bytes"
     [ "$(count 'client SMC-D' "$work/range-client.log")" = 2 ] || fail "rangeclient not SMC-D"
+    ;;
+forked)
+    need python3
+    # A forking server: the parent accepts and closes, each child serves its connection over
+    # SMC-D (its first read begins the handshake, in the child).
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" forkserver "$work/port" 2 \
+        2> "$work/fork-server.log" &
+    pid=$!
+    wait_for "$work/port"
+    for i in 1 2; do
+        answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" client "$(cat "$work/port")" \
+            $((4 << 20)) 2>> "$work/fork-client.log") || fail "forked: client $i failed"
+        [ "$answer" = ok ] || fail "forked: client $i: $answer"
+    done
+    wait "$pid" || fail "forked: server failed"
+    [ "$(count 'client SMC-D' "$work/fork-client.log")" = 2 ] || fail "forked: clients not SMC-D"
+    [ "$(count 'server SMC-D' "$work/fork-server.log")" = 2 ] || fail "forked: children not SMC-D"
+    # Each from a child, none from the parent that accepted.
+    [ "$(grep 'server SMC-D' "$work/fork-server.log" | cut -d'[' -f2 | cut -d']' -f1 | sort -u | wc -l)" = 2 ] ||
+        fail "forked: not two children"
     ;;
 mixed)
     need python3

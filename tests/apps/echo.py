@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 # A real program's sockets for tests/apps: "server PORTFILE" answers each connection with the
-# length and a digest of what it read; "client PORT BYTES" sends that many bytes and prints
-# the answer; "nbclient PORT BYTES" does so from a non-blocking socket in an edge-triggered
-# epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
+# length and a digest of what it read; "forkserver PORTFILE N" does so as a forking server
+# (socketserver: the parent accepts, a child serves) for N clients; "client PORT BYTES" sends
+# that many bytes and prints the answer; "nbclient PORT BYTES" does so from a non-blocking
+# socket in an edge-triggered epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
 # (the second socket gets the number again), and prints what the server counted. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
@@ -19,7 +20,39 @@ def payload(n):
     return (block * (n // len(block) + 1))[:n]
 
 
-if sys.argv[1] == "server":
+def reply(c, peek):
+    """Reads to the end of the stream and answers with its length and digest."""
+    # A peek first: the bytes it shows are read again by the next recv.
+    peeked = c.recv(16, socket.MSG_PEEK) if peek else b""
+    digest, n = hashlib.sha256(), 0
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        if n == 0 and not d.startswith(peeked):
+            peeked = None
+        digest.update(d)
+        n += len(d)
+    if peeked is None:
+        c.sendall(b"MSG_PEEK showed other bytes than recv read")
+    else:
+        c.sendall(f"{n} {digest.hexdigest()}".encode())
+
+
+if sys.argv[1] == "forkserver":
+    # A forking server (socketserver): the parent accepts and closes, each child serves one.
+    import socketserver
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self):
+            reply(self.request, False)
+
+    with socketserver.ForkingTCPServer(("127.0.0.1", 0), Handler) as srv:
+        with open(sys.argv[2], "w") as f:
+            f.write(str(srv.server_address[1]))
+        for _ in range(int(sys.argv[3])):
+            srv.handle_request()
+elif sys.argv[1] == "server":
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.listen(8)
@@ -35,21 +68,7 @@ if sys.argv[1] == "server":
             print(f"{n} {digest.hexdigest()}", flush=True)
             c.close()
             continue
-        # A peek first: the bytes it shows are read again by the next recv.
-        peeked = c.recv(16, socket.MSG_PEEK)
-        digest, n = hashlib.sha256(), 0
-        while True:
-            d = c.recv(65536)
-            if not d:
-                break
-            if n == 0 and not d.startswith(peeked):
-                peeked = None
-            digest.update(d)
-            n += len(d)
-        if peeked is None:
-            c.sendall(b"MSG_PEEK showed other bytes than recv read")
-        else:
-            c.sendall(f"{n} {digest.hexdigest()}".encode())
+        reply(c, True)
         c.close()
 elif sys.argv[1] == "nbclient":
     n = int(sys.argv[3])
