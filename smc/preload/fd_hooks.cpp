@@ -35,7 +35,7 @@ namespace
 int alias(int from, int to)
 {
     Shim& shim = Shim::instance();
-    if (to < 0 || to == from)
+    if (to < 0 || to == from || !shim.owner()) // a vfork child leaves the table alone
         return to;
     std::shared_ptr<Conn> conn = shim.route(from, Wait::Never, false).conn;
     if (!conn)
@@ -94,6 +94,59 @@ int control(int (*call)(int, int, ...), int fd, int cmd, void* arg)
         return r;
     default:
         return r;
+    }
+}
+
+// What TCP_NODELAY, TCP_CORK, SO_RCVTIMEO and SO_SNDTIMEO mean for the connection: set on it,
+// or recorded for it while its handshake runs (Shim::settle applies them; one that ended
+// meanwhile may have looked before us, so the connection gets it here). An errno, or 0.
+int connectionOption(int fd, Route route, int level, int name, const void* value, socklen_t len)
+{
+    const bool flag = level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK) && value &&
+                      len >= sizeof(int);
+    const bool timeout = level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
+                         value && len >= sizeof(timeval);
+    if (!flag && !timeout)
+        return 0;
+    const bool on = flag && *static_cast<const int*>(value) != 0;
+    std::chrono::milliseconds wait{-1};
+    if (timeout) {
+        const auto* tv = static_cast<const timeval*>(value);
+        if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1'000'000)
+            return EDOM; // as Linux says of such a timeval
+        // Milliseconds, rounded up (a short wait must not become none); 0 waits forever.
+        const std::chrono::milliseconds ms(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000);
+        if (ms.count() > 0)
+            wait = ms;
+    }
+    for (;;) {
+        if (route.conn) {
+            smc::SocketImpl& impl = *route.conn->impl;
+            if (name == SO_RCVTIMEO)
+                impl.setRecvTimeout(wait);
+            else if (name == SO_SNDTIMEO)
+                impl.setSendTimeout(wait);
+            else if (smc::Result<void> r =
+                         name == TCP_NODELAY ? impl.setNoDelay(on) : impl.setCork(on);
+                     !r)
+                return smc::preload::errnoOf(r.error());
+            return 0;
+        }
+        if (!route.setup)
+            return 0; // TCP now: the kernel's option is all there is
+        {
+            smc::preload::Setup& setup = *route.setup;
+            smc::MutexLocker lock(setup.mutex);
+            if (name == TCP_NODELAY)
+                setup.noDelay = on;
+            else if (name == TCP_CORK)
+                setup.cork = on;
+            else
+                (name == SO_RCVTIMEO ? setup.recvTimeout : setup.sendTimeout) = wait;
+        }
+        route = Shim::instance().route(fd, Wait::Never, false);
+        if (route.setup)
+            return 0;
     }
 }
 
@@ -200,35 +253,8 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
     const Route route = Shim::instance().route(fd, Wait::Never, false);
     if (!route.conn && !route.setup)
         return real().setsockopt(fd, level, name, value, len);
-    if (level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK) && value &&
-        len >= sizeof(int)) {
-        const bool on = *static_cast<const int*>(value) != 0;
-        if (route.setup) { // for the connection, when there is one
-            smc::MutexLocker lock(route.setup->mutex);
-            (name == TCP_NODELAY ? route.setup->noDelay : route.setup->cork) = on;
-        } else if (smc::Result<void> r = name == TCP_NODELAY ? route.conn->impl->setNoDelay(on)
-                                                             : route.conn->impl->setCork(on);
-                   !r) {
-            return fail(smc::preload::errnoOf(r.error()));
-        }
-    }
-    if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO) && value &&
-        len >= sizeof(timeval)) {
-        const auto* tv = static_cast<const timeval*>(value);
-        if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1'000'000)
-            return fail(EDOM); // as Linux says of such a timeval
-        // Milliseconds, rounded up (a short wait must not become none); 0 waits forever.
-        const auto ms = std::chrono::milliseconds(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000);
-        const auto wait = ms.count() == 0 ? std::chrono::milliseconds(-1) : ms;
-        if (route.setup) {
-            smc::MutexLocker lock(route.setup->mutex);
-            (name == SO_RCVTIMEO ? route.setup->recvTimeout : route.setup->sendTimeout) = wait;
-        } else if (name == SO_RCVTIMEO) {
-            route.conn->impl->setRecvTimeout(wait);
-        } else {
-            route.conn->impl->setSendTimeout(wait);
-        }
-    }
+    if (const int e = connectionOption(fd, route, level, name, value, len); e != 0)
+        return fail(e);
     if (route.setup)
         return real().setsockopt(tcpOf(route), level, name, value, len);
     return route.conn->impl->onTcp(

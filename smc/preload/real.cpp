@@ -37,6 +37,7 @@ Real resolve() noexcept
     find(r.accept4, "accept4");
     find(r.close, "close");
     find(r.close_range, "close_range");
+    find(r.closefrom, "closefrom");
     find(r.shutdown, "shutdown");
     find(r.read, "read");
     find(r.write, "write");

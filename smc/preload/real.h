@@ -20,6 +20,7 @@ struct Real {
     int (*accept4)(int, sockaddr*, socklen_t*, int);
     int (*close)(int);
     int (*close_range)(unsigned, unsigned, int);
+    void (*closefrom)(int);
     int (*shutdown)(int, int);
     ssize_t (*read)(int, void*, size_t);
     ssize_t (*write)(int, const void*, size_t);

@@ -92,25 +92,22 @@ bool isLoopback(const sockaddr* addr, socklen_t len) noexcept
     return false;
 }
 
-bool isLocal(const sockaddr* addr, socklen_t len) noexcept
+bool localPeer(int fd) noexcept
 {
-    if (isLoopback(addr, len))
-        return true;
-    if ((addr->sa_family != AF_INET || len < sizeof(sockaddr_in)) &&
-        (addr->sa_family != AF_INET6 || len < sizeof(sockaddr_in6)))
+    sockaddr_storage mine{}, peer{};
+    socklen_t mineLen = sizeof mine, peerLen = sizeof peer;
+    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mineLen) != 0 ||
+        real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0 ||
+        mine.ss_family != peer.ss_family)
         return false;
-    // An address of this host is one a socket may bind to.
-    sockaddr_storage any{};
-    std::memcpy(&any, addr,
-                addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
-    if (any.ss_family == AF_INET)
-        reinterpret_cast<sockaddr_in&>(any).sin_port = 0;
-    else
-        reinterpret_cast<sockaddr_in6&>(any).sin6_port = 0;
-    UniqueFd probe(::socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    return probe &&
-           ::bind(probe.get(), reinterpret_cast<const sockaddr*>(&any),
-                  addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6)) == 0;
+    if (isLoopback(reinterpret_cast<const sockaddr*>(&peer), peerLen))
+        return true;
+    if (peer.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in&>(mine).sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in&>(peer).sin_addr.s_addr;
+    return peer.ss_family == AF_INET6 &&
+           IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6&>(mine).sin6_addr,
+                              &reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr);
 }
 
 std::uint16_t portOf(const sockaddr* addr) noexcept

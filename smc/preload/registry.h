@@ -22,10 +22,11 @@ namespace smc::preload
 
 // An IPv4 or IPv6 loopback address (v4-mapped included).
 bool isLoopback(const sockaddr* addr, socklen_t len) noexcept;
-// A loopback address or one of this host's (a socket may bind to it): where a peer may be a
-// process of ours, whatever its name says (names are not ports: a remote client may have the
-// port of a local one).
-bool isLocal(const sockaddr* addr, socklen_t len) noexcept;
+// Whether connected TCP socket `fd`'s peer is on this host: a loopback address, or our own
+// address (a connection between two addresses of one host is not told apart from a remote one
+// and stays TCP). Names alone do not say it: a remote client may have a local client's port,
+// and a wildcard listener's name matches any address.
+bool localPeer(int fd) noexcept;
 // The port of an IPv4 or IPv6 address (0 for another family).
 std::uint16_t portOf(const sockaddr* addr) noexcept;
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "smc/preload/real.h"
+#include "smc/preload/registry.h"
 #include "smc/preload/shim.h"
 #include "smc/socket/internal/socket_impl.h"
 
@@ -51,23 +52,6 @@ std::shared_ptr<Conn> connection(int fd, Setup& setup, StackCore& stack,
         shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
         return nullptr;
     }
-    std::optional<bool> noDelay, cork;
-    std::optional<std::chrono::milliseconds> recvTimeout, sendTimeout;
-    {
-        MutexLocker lock(setup.mutex);
-        noDelay = setup.noDelay;
-        cork = setup.cork;
-        recvTimeout = setup.recvTimeout;
-        sendTimeout = setup.sendTimeout;
-    }
-    if (noDelay)
-        (void)(*impl)->setNoDelay(*noDelay);
-    if (cork)
-        (void)(*impl)->setCork(*cork);
-    if (recvTimeout)
-        (*impl)->setRecvTimeout(*recvTimeout);
-    if (sendTimeout)
-        (*impl)->setSendTimeout(*sendTimeout);
     auto conn = std::make_shared<Conn>();
     conn->impl = std::move(*impl);
     conn->generation = setup.generation;
@@ -83,6 +67,10 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
     if (!setup->server && !tcpConnected(tcp, options.connectTimeout)) {
         // Refused, unreachable, or still trying: the socket itself says so, as it would have.
         shim.log("fd %d: TCP connect not done: TCP", fd);
+        (void)shim.settle(fd, *setup, tcp, nullptr);
+        return;
+    }
+    if (!setup->server && !localPeer(tcp)) { // a remote server behind a wildcard name: no CLC
         (void)shim.settle(fd, *setup, tcp, nullptr);
         return;
     }
@@ -105,10 +93,11 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
     std::shared_ptr<Conn> conn = connection(fd, *setup, stack, std::move(outcome));
     Result<int> ready = conn ? conn->impl->pollFd()
                              : Result<int>(std::make_error_code(std::errc::not_enough_memory));
-    if (ready && shim.settle(fd, *setup, *ready, conn)) {
+    // Said before the number moves: the program may be done and gone right after.
+    if (ready)
         shim.log("fd %d: %s %s", fd, role, toString(conn->impl->transport()));
+    if (ready && shim.settle(fd, *setup, *ready, conn))
         return;
-    }
     // No connection, or the number went meanwhile: nothing went over it yet, so it ends as a
     // handshake that failed.
     if (conn)
@@ -128,7 +117,6 @@ bool nonBlocking(int fd) noexcept
 Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome)
 {
     Shim& shim = Shim::instance();
-    const bool cloexec = (real().fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
     const bool nonBlock = nonBlocking(fd);
     UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
     if (!tcp) {
@@ -142,7 +130,7 @@ Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> o
         return Transport::None;
     }
     Result<int> ready = (*impl)->pollFd();
-    if (!ready || !shim.moveTo(fd, *ready, cloexec)) {
+    if (!ready || !shim.moveTo(fd, *ready)) {
         shim.log("fd %d: no ready descriptor: %s", fd,
                  ready ? std::strerror(errno) : ready.error().message().c_str());
         (*impl)->close();
@@ -174,20 +162,22 @@ void beginAccepted(int fd)
         if (setup && beginSetup(fd, std::move(setup), *stack, UniqueFd()))
             return;
     }
-    shim.untrack(fd); // nobody else can use the number while its call runs the handshake
     Result<net::Outcome> outcome = net::serverHandshake(*stack, fd, shim.settings().options);
     if (!outcome) {
         stack->countHandshakeError();
         shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
+        shim.untrack(fd);
         (void)::shutdown(fd, SHUT_RDWR); // nothing of the program's went over it: it ends
         return;
     }
     if (auto* fallback = std::get_if<net::Fallback>(&*outcome)) {
         stack->countFallback(true, fallback->reason);
         shim.log("fd %d: server TCP (fallback %s)", fd, clc::toString(fallback->reason));
+        shim.untrack(fd);
         return;
     }
     const Transport transport = redirect(fd, *stack, true, std::move(outcome));
+    shim.untrack(fd); // its registrations moved along with it
     if (transport == Transport::None) {
         (void)::shutdown(fd, SHUT_RDWR);
         return;
@@ -195,10 +185,8 @@ void beginAccepted(int fd)
     shim.log("fd %d: server %s", fd, toString(transport));
 }
 
-Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, bool cloexec_,
-             std::uint64_t generation_) noexcept
-    : standIn(std::move(standIn_)), tcp(std::move(tcp_)), server(server_), cloexec(cloexec_),
-      generation(generation_)
+Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, std::uint64_t generation_) noexcept
+    : standIn(std::move(standIn_)), tcp(std::move(tcp_)), server(server_), generation(generation_)
 {
 }
 
@@ -206,12 +194,11 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server)
 {
     Result<net::ReadyFd> standIn = net::ReadyFd::create();
     UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
-    const int fdFlags = real().fcntl(fd, F_GETFD);
-    if (!standIn || !tcp || fdFlags < 0)
+    if (!standIn || !tcp)
         return nullptr;
     standIn->set(false, false);
     return std::make_shared<Setup>(std::move(*standIn), std::move(tcp), server,
-                                   (fdFlags & FD_CLOEXEC) != 0, Shim::instance().generation());
+                                   Shim::instance().generation());
 }
 
 bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd announcement)

@@ -27,13 +27,11 @@ namespace smc::preload
 // (Shim::settle). A handshake that fails leaves the TCP socket shut down (the program reads the
 // end of the stream), as if the peer had closed at once; it is logged and counted.
 struct Setup {
-    Setup(net::ReadyFd standIn, UniqueFd tcp, bool server, bool cloexec,
-          std::uint64_t generation) noexcept;
+    Setup(net::ReadyFd standIn, UniqueFd tcp, bool server, std::uint64_t generation) noexcept;
 
     net::ReadyFd standIn;
     const UniqueFd tcp; // ours: the handshake runs on it; options and addresses meanwhile
     const bool server;
-    const bool cloexec; // the number's FD_CLOEXEC, kept across its moves
     const std::uint64_t generation;
     // O_NONBLOCK as the program sets it meanwhile (on the stand-in), for the connection.
     std::atomic<bool> nonBlocking{true};
@@ -42,7 +40,7 @@ struct Setup {
     ConditionVariable ended;
     bool over SMC_GUARDED_BY(mutex) = false;
     // TCP_NODELAY, TCP_CORK, SO_RCVTIMEO and SO_SNDTIMEO as the program sets them meanwhile,
-    // for the connection.
+    // for the connection (Shim::settle applies them).
     std::optional<bool> noDelay SMC_GUARDED_BY(mutex);
     std::optional<bool> cork SMC_GUARDED_BY(mutex);
     std::optional<std::chrono::milliseconds> recvTimeout SMC_GUARDED_BY(mutex);

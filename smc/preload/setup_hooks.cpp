@@ -121,8 +121,7 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         return fail(route.error == EAGAIN ? EALREADY : route.error);
     if (route.conn)
         return fail(EISCONN);
-    if (!to || !tcpStream(fd) || !smc::preload::listenerAnnounced(to, len) ||
-        !smc::preload::isLocal(to, len))
+    if (!to || !tcpStream(fd) || !smc::preload::listenerAnnounced(to, len))
         return plainConnect(fd, to, len);
     smc::StackCore* stack = shim.stack();
     const std::uint16_t port = stack ? localPort(fd) : 0;
@@ -144,21 +143,27 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         shim.log("fd %d: connect from port %u failed: %s", fd, port, std::strerror(e));
         return fail(e);
     }
-    shim.untrack(fd); // what it is now, it stays
+    if (!smc::preload::localPeer(fd)) { // a remote server behind a wildcard name: no CLC
+        shim.untrack(fd);
+        return 0;
+    }
     smc::Result<smc::net::Outcome> outcome =
         smc::net::clientHandshake(*stack, fd, shim.settings().options);
     announced->reset();
     if (!outcome) {
         stack->countHandshakeError();
         shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
+        shim.untrack(fd);
         return fail(smc::preload::errnoOf(outcome.error()));
     }
     if (auto* fallback = std::get_if<smc::net::Fallback>(&*outcome)) {
         stack->countFallback(false, fallback->reason);
         shim.log("fd %d: client TCP (fallback %s)", fd, smc::clc::toString(fallback->reason));
+        shim.untrack(fd);
         return 0;
     }
     const smc::Transport transport = redirect(fd, *stack, false, std::move(outcome));
+    shim.untrack(fd); // what it is now (its registrations moved along), it stays
     if (transport == smc::Transport::None)
         return fail(ENOMEM);
     shim.log("fd %d: client %s", fd, smc::toString(transport));
@@ -200,7 +205,7 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
     // The client's announcement decides (it proposes only to a listener it found named), not
     // whether this number announced: another process may hold the listener's name.
     if (fd >= Shim::kMaxFd || !smc::preload::clientAnnounced(smc::preload::portOf(p)) ||
-        !smc::preload::isLocal(p, peerLen))
+        !smc::preload::localPeer(fd))
         return fd; // TCP, untouched
     // Its handshake waits for the first call that uses the connection, in the process that
     // makes it: a forking server's child, whose parent only accepts and closes (setup.h).
@@ -219,13 +224,23 @@ int close(int fd)
     return real().close(fd);
 }
 
-// As close() for each number of the range (only CLOSE_RANGE_CLOEXEC leaves them open).
+// As close() for each number of the range, when the call closes them in the process's table:
+// not with CLOSE_RANGE_CLOEXEC (they stay open), nor CLOSE_RANGE_UNSHARE (the caller's own copy
+// of the table; other threads keep them), nor with flags the kernel refuses.
 int close_range(unsigned first, unsigned last, int flags)
 {
-    if (!(flags & CLOSE_RANGE_CLOEXEC))
+    if (flags == 0 && first <= last)
         for (unsigned fd = first; fd <= last && fd < unsigned{Shim::kMaxFd}; ++fd)
             Shim::instance().forget(static_cast<int>(fd));
     return real().close_range(first, last, flags);
+}
+
+// glibc's closefrom() makes the system call itself, past the close_range above.
+void closefrom(int lowest)
+{
+    for (int fd = std::max(lowest, 0); fd < Shim::kMaxFd; ++fd)
+        Shim::instance().forget(fd);
+    real().closefrom(lowest);
 }
 
 int shutdown(int fd, int how)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,29 @@ namespace smc::preload
 
 namespace
 {
+bool sameFile(int a, int b) noexcept
+{
+    struct stat x {
+    }, y{};
+    return ::fstat(a, &x) == 0 && ::fstat(b, &y) == 0 && x.st_dev == y.st_dev &&
+           x.st_ino == y.st_ino;
+}
+
+// The options the program set on a number during its handshake, for its connection.
+void applyOptions(Setup& setup, SocketImpl& impl)
+{
+    impl.setNonBlocking(setup.nonBlocking.load());
+    MutexLocker lock(setup.mutex);
+    if (setup.noDelay)
+        (void)impl.setNoDelay(*setup.noDelay);
+    if (setup.cork)
+        (void)impl.setCork(*setup.cork);
+    if (setup.recvTimeout)
+        impl.setRecvTimeout(*setup.recvTimeout);
+    if (setup.sendTimeout)
+        impl.setSendTimeout(*setup.sendTimeout);
+}
+
 // "65536", "64K", "1M": bytes; 0 when unset or not a size.
 std::size_t sizeFrom(const char* name) noexcept
 {
@@ -91,11 +115,19 @@ Shim::Shim()
         UniqueFd::placementFloor() = static_cast<int>(std::min<rlim_t>(limit.rlim_cur, kMaxFd) / 2);
 }
 
+Executor& Shim::serverHandshakes()
+{
+    MutexLocker lock(stackMutex_);
+    return *serverHandshakes_;
+}
+
 StackCore* Shim::stack()
 {
     MutexLocker lock(stackMutex_);
     if (!stack_ && !stackFailed_) {
         executor_ = std::make_unique<Executor>(Executor::Config{});
+        serverHandshakes_ = std::make_unique<Executor>(
+            Executor::Config{.threads = 0, .maxBlocking = settings_.stack.handshakeThreads});
         Result<std::unique_ptr<SmcStack>> made =
             makeStack(settings_.stack, StackHooks{executor_.get(), nullptr});
         if (made) {
@@ -176,7 +208,7 @@ void Shim::addAccepted(int fd)
 
 void Shim::forget(int fd)
 {
-    if (!marked(fd) && !tracked(fd))
+    if ((!marked(fd) && !tracked(fd)) || !owner())
         return;
     std::shared_ptr<Conn> conn;
     std::shared_ptr<Setup> setup;
@@ -185,13 +217,18 @@ void Shim::forget(int fd)
         Stripe& s = stripe(fd);
         MutexLocker lock(s.mutex);
         tracked_[fd].store(false, std::memory_order_relaxed);
-        s.watches.erase(fd);
         conn = std::move(conns_[fd]);
         announcement = std::move(announcements_[fd]);
         if (const auto it = s.setups.find(fd); it != s.setups.end()) {
             setup = std::move(it->second);
             s.setups.erase(it);
+            // The stand-in outlives the number (its handshake holds it): its registrations
+            // would outlive the program's close and hear of the handshake's end.
+            if (const auto w = s.watches.find(fd); w != s.watches.end())
+                for (const Watch& watch : w->second)
+                    (void)real().epoll_ctl(watch.epfd, EPOLL_CTL_DEL, fd, nullptr);
         }
+        s.watches.erase(fd);
         s.accepted.erase(fd);
         marked_[fd].store(false, std::memory_order_relaxed);
     }
@@ -275,15 +312,17 @@ int Shim::epollControl(int epfd, int op, int fd, epoll_event* event)
     return r;
 }
 
-bool Shim::moveTo(int fd, int file, bool cloexec)
+bool Shim::moveTo(int fd, int file)
 {
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
-    return moveLocked(fd, file, cloexec, s);
+    return moveLocked(fd, file, s);
 }
 
-bool Shim::moveLocked(int fd, int file, bool cloexec, Stripe& s)
+bool Shim::moveLocked(int fd, int file, Stripe& s)
 {
+    const int fdFlags = real().fcntl(fd, F_GETFD); // as the program set it last
+    const bool cloexec = fdFlags >= 0 && (fdFlags & FD_CLOEXEC) != 0;
     // Only registrations that were there move: a set closed meanwhile, or a number that now
     // names another set, has none of this number's (DEL fails), and gets none.
     std::vector<Watch> moved;
@@ -306,7 +345,7 @@ bool Shim::addSetup(int fd, std::shared_ptr<Setup> setup)
 {
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
-    if (!moveLocked(fd, setup->standIn.fd(), setup->cloexec, s))
+    if (!moveLocked(fd, setup->standIn.fd(), s))
         return false;
     s.setups[fd] = std::move(setup);
     marked_[fd].store(true, std::memory_order_relaxed);
@@ -321,9 +360,12 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
         Stripe& s = stripe(fd);
         MutexLocker lock(s.mutex);
         const auto it = s.setups.find(fd);
-        if (it != s.setups.end() && it->second.get() == &setup) { // else closed meanwhile
-            // O_NONBLOCK as the program last set it (on the stand-in), here, where the
-            // program's F_SETFL waits for us (fd_hooks.cpp).
+        // Closed meanwhile: by a call we saw (the setup is gone from the table), or by one we
+        // did not (closefrom, a raw syscall: the number means another file now).
+        if (it != s.setups.end() && it->second.get() == &setup &&
+            sameFile(fd, setup.standIn.fd())) {
+            // What the program set on the number meanwhile, applied here, where its own
+            // F_SETFL and setsockopt look again (fd_hooks.cpp).
             const bool nonBlocking = setup.nonBlocking.load();
             const int flags = real().fcntl(file, F_GETFL);
             if (flags >= 0)
@@ -331,9 +373,9 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
                                    nonBlocking ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
             if (conn) {
                 conn->nonBlocking = nonBlocking;
-                conn->impl->setNonBlocking(nonBlocking);
+                applyOptions(setup, *conn->impl);
             }
-            moved = moveLocked(fd, file, setup.cloexec, s);
+            moved = moveLocked(fd, file, s);
             if (!moved)
                 log("fd %d: cannot move to its connection: %s", fd, std::strerror(errno));
             else
@@ -392,6 +434,8 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
     (void)s.publisher_.release();
     (void)s.stack_.release();
     (void)s.executor_.release();
+    (void)s.serverHandshakes_.release();
+    s.owner_ = ::getpid();
     s.stackFailed_ = false;
     s.generation_.fetch_add(1);
     for (Stripe& stripe : s.stripes_)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -74,7 +75,15 @@ public:
     // The process's stack, made on first use (and again in a child after fork). Null when it
     // cannot be had: then everything stays TCP.
     StackCore* stack();
+    // Server handshakes run here, client handshakes on the stack's own pool: a process that is
+    // both ends of its connections (nginx proxying to itself) could otherwise fill the pool
+    // with clients that wait for servers queued behind them. Valid once stack() gave one.
+    Executor& serverHandshakes();
     std::uint64_t generation() const noexcept { return generation_.load(); }
+    // Whether this is the process the table belongs to: not a vfork(2) child, which shares the
+    // table's memory with its parent until it execs (and closes descriptors meanwhile: Python's
+    // subprocess), so it must leave the table alone.
+    bool owner() const noexcept { return ::getpid() == owner_.load(std::memory_order_relaxed); }
 
     // What `fd` is to us; empty for a descriptor that is not ours (the common case costs one
     // relaxed load). A handshake under way on a blocking number, or with Wait::Always, is
@@ -104,9 +113,9 @@ public:
     void track(int fd) noexcept;
     void untrack(int fd);
     int epollControl(int epfd, int op, int fd, epoll_event* event);
-    // `fd` refers to `file` from now on (dup3), with its tracked registrations. Holds fd's lock.
-    // False, nothing changed, when dup3 fails.
-    bool moveTo(int fd, int file, bool cloexec);
+    // `fd` refers to `file` from now on (dup3, its FD_CLOEXEC kept), with its tracked
+    // registrations. Holds fd's lock. False, nothing changed, when dup3 fails.
+    bool moveTo(int fd, int file);
 
     // A handshake begins on `fd`: the number moves to the setup's stand-in (moveTo), tracked
     // until the handshake ends. False, nothing changed, when it cannot be moved.
@@ -152,12 +161,13 @@ private:
         return fd >= 0 && fd < kMaxFd && tracked_[fd].load(std::memory_order_relaxed);
     }
     void remark(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
-    bool moveLocked(int fd, int file, bool cloexec, Stripe& s) SMC_REQUIRES(s.mutex);
+    bool moveLocked(int fd, int file, Stripe& s) SMC_REQUIRES(s.mutex);
     void settled(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
 
     static constexpr unsigned kStripes = 64;
     Settings settings_;
     std::atomic<std::uint64_t> generation_{1};
+    std::atomic<pid_t> owner_{::getpid()};
     // Per number: whether conns_, announcements_ or a setup has something, so a descriptor that
     // is not ours costs one relaxed load; and whether its registrations are tracked.
     // conns_[fd] and announcements_[fd] are guarded by stripe(fd), a lock picked at run time,
@@ -170,6 +180,7 @@ private:
     Mutex stackMutex_;
     // The stack's own threads (not Executor::shared(): a child after fork needs new ones).
     std::unique_ptr<Executor> executor_ SMC_GUARDED_BY(stackMutex_);
+    std::unique_ptr<Executor> serverHandshakes_ SMC_GUARDED_BY(stackMutex_);
     std::unique_ptr<SmcStack> stack_ SMC_GUARDED_BY(stackMutex_);
     std::unique_ptr<Publisher> publisher_ SMC_GUARDED_BY(stackMutex_); // for smc-ss
     bool stackFailed_ SMC_GUARDED_BY(stackMutex_) = false;

@@ -32,24 +32,28 @@ wait_for() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; f
 count() { grep -c "$1" "$2" || true; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # What the processes named $1 published (smc-ss): "SERVER CLIENT FALLBACKS" summed, the
-# connections of this run's kind (SMC-D or SMC-R).
+# connections of this run's kind (SMC-D or SMC-R); $2: only the children of that pid.
 published() {
     [ -n "$smc_ss" ] || { echo "- - -"; return; }
     "$smc_ss" --json > "$work/smc-ss.json" || fail "smc-ss"
-    python3 - "$1" "$work/smc-ss.json" "$kind" <<'PY'
+    local pids=""
+    [ -n "${2:-}" ] && pids=$(pgrep -P "$2" | tr '\n' ' ')
+    python3 - "$1" "$work/smc-ss.json" "$kind" "$pids" <<'PY'
 import json, sys
-procs = [p for p in json.load(open(sys.argv[2])) if p["command"] == sys.argv[1]]
+pids = {int(p) for p in sys.argv[4].split()}
+procs = [p for p in json.load(open(sys.argv[2]))
+         if p["command"] == sys.argv[1] and (not pids or p["pid"] in pids)]
 st = [p["smcss"]["stats"] for p in procs]
 k = "smcd" if sys.argv[3] == "SMC-D" else "smcr"
 fallbacks = sum(sum(s["server_fallbacks"].values()) + sum(s["client_fallbacks"].values()) for s in st)
 print(sum(s[k + "_server"] for s in st), sum(s[k + "_client"] for s in st), fallbacks)
 PY
 }
-# The published view agrees: at least $2 server connections of this kind in processes named $1, and no
-# fallback (skipped when no smc-ss is given).
+# The published view agrees: at least $2 server connections of this kind in processes named $1
+# (children of pid $3 only, if given), and no fallback (skipped when no smc-ss is given).
 expect_published() {
     local server client fallbacks
-    read -r server client fallbacks < <(published "$1")
+    read -r server client fallbacks < <(published "$1" "${3:-}")
     [ "$server" = - ] && return 0
     [ "$server" -ge "$2" ] || fail "smc-ss: $1 published $server $kind server connections"
     [ "$fallbacks" = 0 ] || fail "smc-ss: $1 published $fallbacks fallbacks"
@@ -73,7 +77,7 @@ echo_pair() {
     answer=$(timeout 60 "${run_client[@]}" python3 "$here/echo.py" "$mode" "$(cat "$work/port")" \
         "$bytes" 2> "$work/$tag-client.log") || fail "$tag: client failed"
     if [ -n "$check" ]; then
-        expect_published python3 1
+        expect_published python3 1 "$pid"
         timeout 60 python3 "$here/echo.py" client "$(cat "$work/port")" 0 > /dev/null ||
             fail "$tag: the plain client that ends the server"
     fi

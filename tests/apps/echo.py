@@ -5,13 +5,14 @@
 # that many bytes and prints the answer; "nbclient PORT BYTES" does so from a non-blocking
 # socket in an edge-triggered epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
-# (the second socket gets the number again), and prints what the server counted. Plain
+# (the second socket gets the number again). Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
-# close_range, SO_RCVTIMEO), nothing smc-core.
+# close_range, SO_RCVTIMEO; a subprocess), nothing smc-core.
 import errno
 import hashlib
 import select
 import socket
+import subprocess
 import sys
 
 
@@ -141,6 +142,9 @@ else:
             print("MISMATCH: SO_RCVTIMEO gave up early")
             sys.exit(0)
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+    # A child started meanwhile (vfork, then close_range of every descriptor, then exec) closes
+    # its own descriptors, not this process's connection.
+    subprocess.run(["true"], check=True)
     data = payload(n)
     # One blocking send(2) of a few MiB takes them all, as TCP's does (far more than a ring).
     first = min(n, 4 << 20)
