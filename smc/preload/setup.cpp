@@ -207,7 +207,8 @@ bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd
         return false;
     // Shared: the executor's task type is copyable.
     auto held = std::make_shared<UniqueFd>(std::move(announcement));
-    stack.handshakes().postBlocking(
+    Executor& pool = setup->server ? Shim::instance().serverHandshakes() : stack.handshakes();
+    pool.postBlocking(
         [fd, setup = std::move(setup), &stack, held] { run(fd, setup, stack, std::move(*held)); });
     return true;
 }

@@ -99,6 +99,13 @@ echo)
     # when the handshake is over, and the registration follows the number onto the connection.
     echo_pair smc smc $((2 << 20)) nonblocking nbclient published
     [ "$(count 'client SMC-D' "$work/nonblocking-client.log")" = 1 ] || fail "nbclient not SMC-D"
+    # One process both ends of 64 connections at once, in one event loop (more than a pool of
+    # handshake threads): every connection is made, over SMC-D.
+    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" loop 64 2> "$work/loop.log") ||
+        fail "loop failed"
+    [ "$answer" = ok ] || fail "loop: $answer"
+    [ "$(count 'client SMC-D' "$work/loop.log")" = 64 ] || fail "loop: clients not SMC-D"
+    [ "$(count 'server SMC-D' "$work/loop.log")" = 64 ] || fail "loop: servers not SMC-D"
     # close_range(2) ends a connection as close(2) does: the server reads both streams to
     # their end (it would wait forever for one the shim did not close).
     rm -f "$work/port"

@@ -5,7 +5,8 @@
 # that many bytes and prints the answer; "nbclient PORT BYTES" does so from a non-blocking
 # socket in an edge-triggered epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
-# (the second socket gets the number again). Plain
+# (the second socket gets the number again); "loop N" is one event loop that is both ends of N
+# connections at once. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO; a subprocess), nothing smc-core.
 import errno
@@ -71,6 +72,43 @@ elif sys.argv[1] == "server":
             continue
         reply(c, True)
         c.close()
+elif sys.argv[1] == "loop":
+    # One event loop that is both ends of N connections at once, each a byte one way: a process
+    # whose client handshakes must not wait behind its own server handshakes.
+    n = int(sys.argv[2])
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(n)
+    ls.setblocking(False)
+    ep = select.epoll()
+    ep.register(ls.fileno(), select.EPOLLIN)
+    clients, servers, sent, done = {}, {}, set(), 0
+    for _ in range(n):
+        c = socket.socket()
+        c.setblocking(False)
+        ep.register(c.fileno(), select.EPOLLOUT | select.EPOLLET)
+        c.connect_ex(ls.getsockname())
+        clients[c.fileno()] = c
+    while done < n:
+        events = ep.poll(10)
+        if not events:
+            print(f"MISMATCH: stuck with {done} of {n} done, {len(sent)} sent")
+            sys.exit(0)
+        for fd, ev in events:
+            try:
+                if fd == ls.fileno():
+                    s, _ = ls.accept()
+                    s.setblocking(False)
+                    ep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)
+                    servers[s.fileno()] = s
+                elif fd in clients and fd not in sent:
+                    clients[fd].send(b"x")
+                    sent.add(fd)
+                elif fd in servers and servers[fd].recv(1) == b"x":
+                    done += 1
+            except BlockingIOError:
+                pass
+    print("ok")
 elif sys.argv[1] == "nbclient":
     n = int(sys.argv[3])
     data = payload(n)
