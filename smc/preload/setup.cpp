@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <exception>
 
 #include "smc/preload/real.h"
 #include "smc/preload/registry.h"
@@ -33,8 +34,8 @@ bool tcpConnected(int tcp, std::chrono::milliseconds timeout) noexcept
     return n == 1 && real().getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
 }
 
-// The connection of an SMC outcome, with the options the program set meanwhile; null (logged)
-// if it cannot be made.
+// The connection of an SMC outcome (the options the program set meanwhile come with
+// Shim::settle); null (logged) if it cannot be made.
 std::shared_ptr<Conn> connection(int fd, Setup& setup, StackCore& stack,
                                  Result<net::Outcome> outcome)
 {
@@ -208,8 +209,14 @@ bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd
     // Shared: the executor's task type is copyable.
     auto held = std::make_shared<UniqueFd>(std::move(announcement));
     Executor& pool = setup->server ? Shim::instance().serverHandshakes() : stack.handshakes();
-    pool.postBlocking(
-        [fd, setup = std::move(setup), &stack, held] { run(fd, setup, stack, std::move(*held)); });
+    try {
+        pool.postBlocking([fd, setup, &stack, held] { run(fd, setup, stack, std::move(*held)); });
+    } catch (const std::exception&) {
+        // No thread for it (nothing may leave a libc call as an exception): the number goes
+        // back to its TCP socket, shut down, as after a handshake that failed.
+        (void)::shutdown(setup->tcp.get(), SHUT_RDWR);
+        (void)Shim::instance().settle(fd, *setup, setup->tcp.get(), nullptr);
+    }
     return true;
 }
 
