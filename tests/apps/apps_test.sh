@@ -160,14 +160,16 @@ iperf3)
         > "$work/server.out" 2> "$work/server.log" &
     pid=$!
     for _ in $(seq 100); do grep -q 'SMC announced' "$work/server.log" && break; sleep 0.1; done
+    # 64 MiB each way; 16 over soft-RoCE, whose emulated CPU is slow.
+    mib=64; [ "$kind" = SMC-R ] && mib=16
     for direction in forward reverse; do
         flag=(); [ $direction = reverse ] && flag=(-R)
-        timeout 60 sh "$smc_run" "${smc_flags[@]}" iperf3 -c $host -p "$port" -n 64M -J "${flag[@]}" \
+        timeout 60 sh "$smc_run" "${smc_flags[@]}" iperf3 -c $host -p "$port" -n ${mib}M -J "${flag[@]}" \
             > "$work/$direction.json" 2> "$work/$direction-client.log" || fail "iperf3 $direction"
         read -r sent received < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"])' "$work/$direction.json")
         # iperf3's receiver may report before the last bytes are counted (TCP does so too).
-        [ "$sent" -ge $((64 << 20)) ] || fail "$direction: sent $sent bytes"
-        [ "$received" -ge $((60 << 20)) ] || fail "$direction: received $received bytes"
+        [ "$sent" -ge $((mib << 20)) ] || fail "$direction: sent $sent bytes"
+        [ "$received" -ge $((mib * 15 << 16)) ] || fail "$direction: received $received bytes"
         # The control connection and the data stream.
         [ "$(count "client $kind" "$work/$direction-client.log")" = 2 ] || fail "$direction: client not $kind"
     done
