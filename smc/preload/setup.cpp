@@ -202,7 +202,7 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server)
                                    Shim::instance().generation());
 }
 
-bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd announcement)
+bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement)
 {
     if (!Shim::instance().addSetup(fd, setup))
         return false;

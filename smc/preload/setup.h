@@ -53,8 +53,9 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server);
 
 // The number moves to the stand-in and the handshake (after the TCP connect, for a client) goes
 // to the stack's handshake threads; `announcement` (a client's, registry.h) is held until the
-// handshake is over. False, with nothing changed, if the number cannot be moved.
-bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd announcement);
+// handshake is over (taken only when this succeeds). False, with nothing changed, if the number
+// cannot be moved.
+bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement);
 
 // A connection accepted for SMC (the client announced itself) begins its server handshake at
 // the first call that uses it (Shim::route), made by whichever process makes it: a forking
