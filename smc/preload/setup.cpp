@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 
+#include "smc/net/tcp.h"
 #include "smc/preload/real.h"
 #include "smc/preload/registry.h"
 #include "smc/preload/shim.h"
@@ -24,38 +25,32 @@ namespace
 // keeps its error for the program, which reads it from the socket.
 bool tcpConnected(int tcp, std::chrono::milliseconds timeout) noexcept
 {
-    pollfd p{tcp, POLLOUT, 0};
-    int n;
-    do {
-        n = ::poll(&p, 1, static_cast<int>(timeout.count()));
-    } while (n < 0 && errno == EINTR);
     sockaddr_storage peer{};
     socklen_t len = sizeof peer;
-    return n == 1 && real().getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
+    return net::waitFor(tcp, POLLOUT, net::deadlineAfter(timeout)) &&
+           real().getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
 }
 
-// The connection of an SMC outcome (the options the program set meanwhile come with
-// Shim::settle); null (logged) if it cannot be made.
-std::shared_ptr<Conn> connection(int fd, Setup& setup, StackCore& stack,
-                                 Result<net::Outcome> outcome)
+// The connection of an SMC outcome on TCP socket `tcp` (kept: the connection takes a
+// descriptor of its own), for number `fd`; null (logged) if it cannot be made.
+std::shared_ptr<Conn> connection(int fd, int tcp, bool server, std::uint64_t generation,
+                                 StackCore& stack, Result<net::Outcome> outcome)
 {
     Shim& shim = Shim::instance();
-    // The setup keeps its descriptor until it is gone: a call that routed to it may still use
-    // it.
-    UniqueFd tcp(real().fcntl(setup.tcp.get(), F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
-    if (!tcp) {
+    UniqueFd own(real().fcntl(tcp, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
+    if (!own) {
         shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
         return nullptr;
     }
-    Result<std::shared_ptr<SocketImpl>> impl = connectionOf(
-        stack, std::move(tcp), setup.server, shim.settings().options, std::move(outcome));
+    Result<std::shared_ptr<SocketImpl>> impl =
+        connectionOf(stack, std::move(own), server, shim.settings().options, std::move(outcome));
     if (!impl) {
         shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
         return nullptr;
     }
     auto conn = std::make_shared<Conn>();
     conn->impl = std::move(*impl);
-    conn->generation = setup.generation;
+    conn->generation = generation;
     return conn;
 }
 
@@ -91,7 +86,10 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
         (void)shim.settle(fd, *setup, tcp, nullptr);
         return;
     }
-    std::shared_ptr<Conn> conn = connection(fd, *setup, stack, std::move(outcome));
+    // The setup keeps its own descriptor until it is gone: a call that routed to it may still
+    // use it. What the program set meanwhile comes with Shim::settle.
+    std::shared_ptr<Conn> conn =
+        connection(fd, tcp, setup->server, setup->generation, stack, std::move(outcome));
     Result<int> ready = conn ? conn->impl->pollFd()
                              : Result<int>(std::make_error_code(std::errc::not_enough_memory));
     // Said before the number moves: the program may be done and gone right after.
@@ -109,44 +107,26 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
 
 } // namespace
 
-bool nonBlocking(int fd) noexcept
-{
-    const int flags = real().fcntl(fd, F_GETFL);
-    return flags >= 0 && (flags & O_NONBLOCK) != 0;
-}
-
 Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome)
 {
     Shim& shim = Shim::instance();
     const bool nonBlock = nonBlocking(fd);
-    UniqueFd tcp(real().fcntl(fd, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
-    if (!tcp) {
-        shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
+    std::shared_ptr<Conn> conn =
+        connection(fd, fd, server, shim.generation(), stack, std::move(outcome));
+    if (!conn)
         return Transport::None;
-    }
-    Result<std::shared_ptr<SocketImpl>> impl =
-        connectionOf(stack, std::move(tcp), server, shim.settings().options, std::move(outcome));
-    if (!impl) {
-        shim.log("fd %d: no connection: %s", fd, impl.error().message().c_str());
-        return Transport::None;
-    }
-    Result<int> ready = (*impl)->pollFd();
+    Result<int> ready = conn->impl->pollFd();
     if (!ready || !shim.moveTo(fd, *ready)) {
         shim.log("fd %d: no ready descriptor: %s", fd,
                  ready ? std::strerror(errno) : ready.error().message().c_str());
-        (*impl)->close();
+        conn->impl->close();
         return Transport::None;
     }
-    (*impl)->setNonBlocking(nonBlock);
     // The number's file is now the ready socket: its O_NONBLOCK is what F_GETFL shows, so it
     // must be the socket's (a program may save the flags and set them again).
-    const int flags = real().fcntl(fd, F_GETFL);
-    if (flags >= 0)
-        (void)real().fcntl(fd, F_SETFL, nonBlock ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
-    auto conn = std::make_shared<Conn>();
-    conn->impl = std::move(*impl);
+    setNonBlocking(fd, nonBlock);
+    conn->impl->setNonBlocking(nonBlock);
     conn->nonBlocking = nonBlock;
-    conn->generation = shim.generation();
     const Transport transport = conn->impl->transport();
     shim.add(fd, std::move(conn));
     return transport;

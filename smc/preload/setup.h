@@ -71,6 +71,4 @@ void beginAccepted(int fd);
 // if that cannot be done.
 Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome);
 
-bool nonBlocking(int fd) noexcept;
-
 } // namespace smc::preload

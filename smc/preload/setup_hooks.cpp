@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "smc/net/tcp.h"
 #include "smc/preload/real.h"
 #include "smc/preload/registry.h"
 #include "smc/preload/setup.h"
@@ -72,16 +73,11 @@ int connectWaiting(int fd, const sockaddr* to, socklen_t len, std::chrono::milli
         return 0;
     if (errno != EINPROGRESS && errno != EALREADY && errno != EINTR)
         return -1;
-    pollfd p{fd, POLLOUT, 0};
-    int n;
-    do {
-        n = ::poll(&p, 1, static_cast<int>(timeout.count()));
-    } while (n < 0 && errno == EINTR);
-    if (n == 0)
-        return fail(ETIMEDOUT);
+    if (smc::Result<short> r = smc::net::waitFor(fd, POLLOUT, smc::net::deadlineAfter(timeout)); !r)
+        return fail(smc::preload::errnoOf(r.error())); // ETIMEDOUT, or poll(2)'s
     int error = 0;
     socklen_t errorLen = sizeof error;
-    if (n < 0 || real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &errorLen) != 0)
+    if (real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &errorLen) != 0)
         return -1;
     return error == 0 ? 0 : fail(error);
 }

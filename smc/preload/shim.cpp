@@ -366,13 +366,10 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
             sameFile(fd, setup.standIn.fd())) {
             // What the program set on the number meanwhile, applied here, where its own
             // F_SETFL and setsockopt look again (fd_hooks.cpp).
-            const bool nonBlocking = setup.nonBlocking.load();
-            const int flags = real().fcntl(file, F_GETFL);
-            if (flags >= 0)
-                (void)real().fcntl(file, F_SETFL,
-                                   nonBlocking ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
+            const bool nonBlock = setup.nonBlocking.load();
+            setNonBlocking(file, nonBlock);
             if (conn) {
-                conn->nonBlocking = nonBlocking;
+                conn->nonBlocking = nonBlock;
                 applyOptions(setup, *conn->impl);
             }
             moved = moveLocked(fd, file, s);
@@ -441,6 +438,19 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
     for (Stripe& stripe : s.stripes_)
         stripe.mutex.unlock();
     s.stackMutex_.unlock();
+}
+
+bool nonBlocking(int fd) noexcept
+{
+    const int flags = real().fcntl(fd, F_GETFL);
+    return flags >= 0 && (flags & O_NONBLOCK) != 0;
+}
+
+void setNonBlocking(int fd, bool on) noexcept
+{
+    const int flags = real().fcntl(fd, F_GETFL);
+    if (flags >= 0)
+        (void)real().fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
 }
 
 int errnoOf(std::error_code ec) noexcept

@@ -186,6 +186,10 @@ private:
     bool stackFailed_ SMC_GUARDED_BY(stackMutex_) = false;
 };
 
+// O_NONBLOCK of the file `fd` refers to, read and set.
+bool nonBlocking(int fd) noexcept;
+void setNonBlocking(int fd, bool on) noexcept;
+
 // The errno of an error code (EIO for one that is not a system error).
 int errnoOf(std::error_code ec) noexcept;
 

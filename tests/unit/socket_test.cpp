@@ -95,6 +95,14 @@ void exchange(Pair& p, std::size_t bytes)
     EXPECT_TRUE(*atClient == b);
 }
 
+// A client connection to `l` from `stack` as the socket layer holds it (its SocketImpl).
+std::shared_ptr<SocketImpl> clientImpl(SmcStack& stack, const Listener& l)
+{
+    auto to = net::resolve("127.0.0.1", l.port(), false).value();
+    UniqueFd tcp = std::move(net::connectTcp(to, net::deadlineAfter(10s))).value();
+    return std::move(establish(coreOf(stack), std::move(tcp), false, SocketOptions{})).value();
+}
+
 TEST(Socket, SmcdBothWaysThroughTheRings)
 {
     auto server = makeStack();
@@ -335,10 +343,7 @@ TEST(Socket, EdgesUnreadAndPeekAsATcpSocket)
 {
     auto stack = makeStack();
     Listener l = std::move(Listener::listen(*stack, "127.0.0.1", 0)).value();
-    auto to = net::resolve("127.0.0.1", l.port(), false).value();
-    UniqueFd tcp = std::move(net::connectTcp(to, net::deadlineAfter(10s))).value();
-    std::shared_ptr<SocketImpl> c =
-        std::move(establish(coreOf(*stack), std::move(tcp), false, SocketOptions{})).value();
+    std::shared_ptr<SocketImpl> c = clientImpl(*stack, l);
     Socket peer = std::move(l.accept(10s)).value();
     ASSERT_EQ(c->transport(), Transport::SmcD);
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -409,10 +414,7 @@ TEST(Socket, SmcssMayListAConnectionWhileItCloses)
 
     // The same, without the race: the connection as the stack's list holds it, closed first.
     Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0)).value();
-    auto to = net::resolve("127.0.0.1", l.port(), false).value();
-    UniqueFd tcp = std::move(net::connectTcp(to, net::deadlineAfter(10s))).value();
-    std::shared_ptr<SocketImpl> c =
-        std::move(establish(coreOf(*client), std::move(tcp), false, SocketOptions{})).value();
+    std::shared_ptr<SocketImpl> c = clientImpl(*client, l);
     Socket accepted = std::move(l.accept(10s)).value();
     ASSERT_EQ(c->transport(), Transport::SmcD);
     c->close();
