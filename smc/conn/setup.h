@@ -16,13 +16,14 @@
 namespace smc::net
 {
 
-// Where an SMC-D RMB of ours goes back when its connection is done with it (the stack:
-// revoked first, as a peer that mapped it keeps the old pages, no longer marked as a
-// server's, into the pool). Never blocks.
+// Where an SMC-D RMB of ours goes back when its connection is done with it. Given with its
+// peer, the stack may keep it granted to that peer process for a later connection; without
+// (or when it keeps no more), it is revoked first, as a peer that mapped it keeps the old
+// pages, and goes into the pool. Never blocks.
 class DmbHome
 {
 public:
-    virtual void giveBack(const BufferRef& rmb) noexcept = 0;
+    virtual void giveBack(const BufferRef& rmb, const IsmGid* peer) noexcept = 0;
 
 protected:
     ~DmbHome() = default;
@@ -50,10 +51,11 @@ public:
     const BufferRef& get() const noexcept { return rmb_; }
     BufferDesc* operator->() const noexcept { return rmb_.operator->(); }
     explicit operator bool() const noexcept { return static_cast<bool>(rmb_); }
-    void reset() noexcept
+    // Gives it back; with `peer`, the process its last connection had mapped it (see DmbHome).
+    void reset(const IsmGid* peer = nullptr) noexcept
     {
         if (rmb_)
-            home_->giveBack(std::exchange(rmb_, {}));
+            home_->giveBack(std::exchange(rmb_, {}), peer);
     }
 
 private:

@@ -194,10 +194,22 @@ void SmcdConnection::peerGone() noexcept
 
 void SmcdConnection::release() noexcept
 {
-    // The peer keeps its mapping of our DMB until it unmaps; revoke gives the pool a DMB
-    // the old peer no longer reaches.
-    setup_.rmb.reset();
-    setup_.peer = RemoteDmb();
+    // After a clean end both mappings may serve the next connection between the two
+    // processes: ours stays granted to the peer (the stack decides), theirs is kept here.
+    // Nothing of ours writes into either any more. After an abort (the peer died, broke the
+    // rules, or we left bytes unread) neither is kept.
+    bool clean = false;
+    {
+        MutexLocker lock(mutex_);
+        clean = !cdc_.aborted;
+    }
+    if (!clean) {
+        setup_.rmb.reset();
+        setup_.peer = RemoteDmb();
+        return;
+    }
+    setup_.rmb.reset(&setup_.peerGid);
+    device_.keepRemote(setup_.peerGid, std::move(setup_.peer));
 }
 
 int SmcdConnection::enableEvents() noexcept

@@ -181,14 +181,16 @@ Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& o
         return sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline);
     const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
 
-    Result<BufferRef> acquired = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
+    const IsmGid serverGid{server.gid, server.gidExt};
+    Result<BufferRef> acquired = stack.takeRmb(serverGid, options.rmbBytes);
     if (!acquired)
         return sendDecline(fd, bufferDecline(acquired.error()), version, {}, deadline);
     OwnDmb rmb(stack, *acquired);
-    const IsmGid serverGid{server.gid, server.gidExt};
     Result<RemoteDmb> peer = std::make_error_code(std::errc::invalid_argument);
-    if (stack.device().grant(rmb->dmbToken(), serverGid))
+    if (Result<DmbToken> token = stack.device().grant(rmb->dmbToken(), serverGid)) {
+        rmb->setDmbToken(*token);
         peer = mapPeer(stack, server, deadline);
+    }
     if (!peer)
         return sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline);
     const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
@@ -241,16 +243,18 @@ Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& op
     if (choice.type != clc::SmcType::SmcD || choice.version < clc::kVersion2)
         return lift(sendDecline(fd, clc::DeclineCode::NoSmcDev, version, {}, deadline));
 
-    Result<BufferRef> rmb = stack.pool().acquire(BufferKind::Rmb, options.rmbBytes);
+    const IsmGid client{choice.peerGid, choice.peerGidExt};
+    Result<BufferRef> rmb = stack.takeRmb(client, options.rmbBytes);
     if (!rmb)
         return lift(sendDecline(fd, bufferDecline(rmb.error()), version, {}, deadline));
-    // Every connection is its own SMC-D group here: one DMB each way, nothing shared.
-    SmcdPending pending{OwnDmb(stack, *rmb),
-                        {choice.peerGid, choice.peerGidExt},
-                        static_cast<std::uint32_t>((*rmb)->dmbToken())};
-    stack.markServerRmb((*rmb)->dmbToken(), true);
-    if (!stack.device().grant((*rmb)->dmbToken(), pending.client))
+    OwnDmb own(stack, *rmb);
+    Result<DmbToken> token = stack.device().grant((*rmb)->dmbToken(), client);
+    if (!token)
         return lift(sendDecline(fd, clc::DeclineCode::IntErr, version, {}, deadline));
+    (*rmb)->setDmbToken(*token);
+    stack.markServerRmb(*token, true);
+    // Every connection is its own SMC-D group here: one DMB each way, nothing shared.
+    SmcdPending pending{std::move(own), client, static_cast<std::uint32_t>(*token)};
     clc::Accept accept{ourDmb(stack, *rmb, pending.groupId, true, choice.eid, choice.release)};
     if (Result<void> sent = writeClc(fd, accept, deadline); !sent)
         return sent.error();

@@ -11,9 +11,10 @@
 namespace smc
 {
 
-ShmIsm::ShmIsm(Executor& executor, IsmGid gid, UniqueFd listener)
+ShmIsm::ShmIsm(Executor& executor, IsmGid gid, UniqueFd listener, std::size_t keptRemotes)
     : executor_(executor), gid_(gid), random_(std::random_device{}()),
-      listener_(std::move(listener)), detacher_(std::make_shared<DmbDetacher>(*this))
+      remotes_(keptRemotes / 2, keptRemotes), listener_(std::move(listener)),
+      detacher_(std::make_shared<DmbDetacher>(*this))
 {
     MutexLocker lock(mutex_);
     freeIndexes_.reserve(kMaxDmbs);
@@ -57,6 +58,17 @@ const ShmIsm::Dmb* ShmIsm::find(DmbToken token) const
     return it == dmbs_.end() ? nullptr : &it->second;
 }
 
+// Random, nonzero, unique among live DMBs: a token is no capability (a grant is), but it
+// should not tell a guesser anything either.
+DmbToken ShmIsm::newToken()
+{
+    DmbToken token;
+    do {
+        token = random_();
+    } while (token == 0 || dmbs_.count(token) != 0);
+    return token;
+}
+
 Result<DmbInfo> ShmIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size_t size)
 {
     if (!memory || size == 0 || !allocator_.owns(memory.get(), size))
@@ -67,12 +79,7 @@ Result<DmbInfo> ShmIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size
     MutexLocker lock(mutex_);
     if (freeIndexes_.empty())
         return IsmErrc::DmbLimitReached;
-    // Random, nonzero, unique among live DMBs: a token is no capability (a
-    // grant is), but it should not tell a guesser anything either.
-    DmbToken token;
-    do {
-        token = random_();
-    } while (token == 0 || dmbs_.count(token) != 0);
+    const DmbToken token = newToken();
     Dmb dmb;
     dmb.index = freeIndexes_.back();
     dmb.size = size;
@@ -84,19 +91,27 @@ Result<DmbInfo> ShmIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size
     return info;
 }
 
-// Fresh pages and a fresh doorbell for a DMB a peer process has seen.
-Result<void> ShmIsm::renew(Dmb& dmb)
+// Fresh pages and a fresh doorbell for a DMB a peer process has seen, under a new token (a
+// peer that kept its mapping of the old pages must not take it for these). Returns the token.
+Result<DmbToken> ShmIsm::renew(DmbToken token)
 {
-    if (!dmb.exposed)
-        return {};
+    auto it = dmbs_.find(token);
+    Dmb& dmb = it->second;
+    if (!dmb.exposedTo)
+        return token;
     Result<doorbell::Pair> bell = doorbell::make();
     if (!bell)
         return bell.error();
     if (Result<void> r = allocator_.replacePages(dmb.memory.get(), dmb.size); !r)
-        return r;
+        return r.error();
     dmb.bell = std::move(*bell);
-    dmb.exposed = false;
-    return {};
+    dmb.exposedTo.reset();
+    dmb.retired = false;
+    auto node = dmbs_.extract(it);
+    node.key() = newToken();
+    const DmbToken renewed = node.key();
+    dmbs_.insert(std::move(node));
+    return renewed;
 }
 
 Result<void> ShmIsm::unregisterDmb(DmbToken token)
@@ -109,7 +124,8 @@ Result<void> ShmIsm::unregisterDmb(DmbToken token)
     // Best effort: the pool frees the memory next in every path we know of,
     // so a failure here exposes nothing; a re-registration of the same
     // memory after a failure would (documented in docs/design.md).
-    (void)renew(it->second);
+    Result<DmbToken> renewed = renew(token);
+    it = dmbs_.find(renewed ? *renewed : token);
     memory = std::move(it->second.memory);
     freeIndexes_.push_back(it->second.index);
     dmbs_.erase(it);
@@ -155,26 +171,42 @@ Result<void> ShmIsm::signal(DmbToken token) noexcept
     return moveData(token, 0, {}, true);
 }
 
-Result<void> ShmIsm::grant(DmbToken token, const IsmGid& peer)
+Result<DmbToken> ShmIsm::grant(DmbToken token, const IsmGid& peer)
 {
     MutexLocker lock(mutex_);
     Dmb* dmb = find(token);
     if (dmb == nullptr)
         return IsmErrc::UnknownToken;
-    if (Result<void> r = renew(*dmb); !r)
-        return r;
+    if (dmb->exposedTo && (dmb->retired || *dmb->exposedTo != peer)) {
+        Result<DmbToken> renewed = renew(token);
+        if (!renewed)
+            return renewed;
+        token = *renewed;
+        dmb = find(token);
+    }
     dmb->grant = peer;
-    return {};
+    return token;
 }
 
-Result<void> ShmIsm::revoke(DmbToken token)
+Result<DmbToken> ShmIsm::revoke(DmbToken token)
 {
     MutexLocker lock(mutex_);
     Dmb* dmb = find(token);
     if (dmb == nullptr)
         return IsmErrc::UnknownToken;
     dmb->grant.reset();
-    return renew(*dmb);
+    dmb->retired = dmb->exposedTo.has_value();
+    return renew(token);
+}
+
+void ShmIsm::keepRemote(const IsmGid& owner, RemoteDmb dmb)
+{
+    remotes_.keep(owner, std::move(dmb));
+}
+
+void ShmIsm::trimRemotes()
+{
+    remotes_.trim();
 }
 
 int ShmIsm::signalFd(DmbToken token) const noexcept
@@ -198,8 +230,12 @@ ShmIsmStats ShmIsm::stats() const noexcept
         MutexLocker lock(mutex_);
         dmbs = dmbs_.size();
     }
-    return {served_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed), dmbs,
-            remoteDmbs_->load(std::memory_order_relaxed)};
+    return {served_.load(std::memory_order_relaxed),
+            refused_.load(std::memory_order_relaxed),
+            dmbs,
+            remoteDmbs_->load(std::memory_order_relaxed),
+            attachesKept_.load(std::memory_order_relaxed),
+            remotes_.size()};
 }
 
 } // namespace smc

@@ -18,52 +18,12 @@
 #include "base/unique_fd.h"
 #include "smc/ism/doorbell.h"
 #include "smc/ism/ism_device.h"
+#include "smc/ism/remote_cache.h"
+#include "smc/ism/remote_dmb.h"
 #include "smc/ism/shm_allocator.h"
 
 namespace smc
 {
-
-// A peer process's DMB mapped into ours without a copy (attachRemote).
-// Move-only; unmaps and closes on destruction. Stays valid if the owner
-// dies or revokes: the mapping keeps the pages it maps alive (after a
-// revoke they are dead pages the owner no longer reads).
-class RemoteDmb
-{
-public:
-    RemoteDmb() = default;
-    RemoteDmb(RemoteDmb&& other) noexcept { *this = std::move(other); }
-    RemoteDmb& operator=(RemoteDmb&& other) noexcept;
-    RemoteDmb(const RemoteDmb&) = delete;
-    RemoteDmb& operator=(const RemoteDmb&) = delete;
-    ~RemoteDmb() { reset(); }
-
-    std::byte* data() const noexcept { return data_; }
-    std::size_t size() const noexcept { return size_; }
-    DmbToken token() const noexcept { return token_; }
-    explicit operator bool() const noexcept { return data_ != nullptr; }
-
-    // Raises the owner's interrupt: rings its doorbell. Never blocks, whatever
-    // the owner did to it; a full queue or a dead owner is ignored.
-    void signal() noexcept;
-    // Unmaps and closes now.
-    void reset() noexcept;
-
-private:
-    friend class ShmIsm;
-    RemoteDmb(std::byte* data, std::size_t size, DmbToken token, UniqueFd button,
-              std::shared_ptr<std::atomic<std::uint64_t>> live) noexcept
-        : data_(data), size_(size), token_(token), button_(std::move(button)),
-          live_(std::move(live))
-    {
-        live_->fetch_add(1, std::memory_order_relaxed);
-    }
-
-    std::byte* data_ = nullptr;
-    std::size_t size_ = 0;
-    DmbToken token_ = 0;
-    UniqueFd button_;                                  // the owner's doorbell (doorbell.h)
-    std::shared_ptr<std::atomic<std::uint64_t>> live_; // the device's count of these
-};
 
 struct ShmIsmStats {
     std::uint64_t attachesServed = 0;  // replies that carried a DMB
@@ -73,6 +33,8 @@ struct ShmIsmStats {
     // doorbell's button each).
     std::uint64_t dmbs = 0;
     std::uint64_t remoteDmbs = 0;
+    std::uint64_t attachesKept = 0; // attachRemote answered with a kept mapping
+    std::uint64_t remotesKept = 0;  // mappings kept now (part of remoteDmbs)
 };
 
 // loopback-ism between processes of one host (SMC-D, CHID 0xFFFF). See
@@ -100,6 +62,9 @@ public:
     static constexpr std::uint16_t kChid = 0xFFFF; // loopback-ism's CHID
     static constexpr std::size_t kMaxPending = 64; // connections waiting for their request
     static constexpr unsigned kListenBacklog = 64;
+    // Peers' mappings kept for reuse (keepRemote): at most this many, fewer when the
+    // descriptor limit is low (an eighth of it: each holds one fd), half of them of one owner.
+    static constexpr std::size_t kKeptRemotes = 256;
 
     // Binds the device's abstract SOCK_SEQPACKET socket (shm::socketName of
     // its GID) and serves attach requests on the executor's epoll thread,
@@ -143,28 +108,32 @@ public:
     Result<void> signal(DmbToken token) noexcept override;
 
     // The next single attach of `token` may come from exactly `peer` (the
-    // connection's peer, from CLC); replaces an unused grant. If a peer
-    // process attached the DMB before and no revoke replaced its pages
-    // since (revoke was not called, or failed), they are replaced now, so a
-    // grant never shares pages with an earlier peer. Errors:
+    // connection's peer, from CLC); replaces an unused grant. Pages a peer
+    // process other than `peer` got (or that revoke() retired) are replaced
+    // first, under a new token: a token names one set of pages, seen by at
+    // most one peer, for its whole life, so a peer that kept its mapping
+    // (keepRemote) may use it again for the same token. Returns the token to
+    // announce (the registration's: update the buffer's). Errors:
     // IsmErrc::UnknownToken, the errno of replacing pages. Takes the
     // device's short lock.
-    Result<void> grant(DmbToken token, const IsmGid& peer);
-    // The connection ended: drops its grant and, if a peer process attached
-    // the DMB, maps fresh zero pages (a fresh memfd, MAP_FIXED) at the same
-    // address and makes a fresh doorbell. The pool's pointer stays valid; the
-    // old peer keeps mapping the old pages, which nobody here reads again,
-    // and its signals go to the old doorbell. So a pooled buffer can be
-    // reused safely. Call it before the buffer goes back to the pool, with
-    // nobody of this process using it. signalFd() changes: unwatch the old
-    // one first. Returns Result, not void, because replacing pages can fail
-    // (fds, memory): then the grant is still dropped and the next grant()
-    // retries the replacement (and fails if it cannot). Errors:
-    // IsmErrc::UnknownToken, the errno of memfd_create, mmap or socketpair.
-    Result<void> revoke(DmbToken token);
+    Result<DmbToken> grant(DmbToken token, const IsmGid& peer);
+    // The connection ended and the DMB goes to anybody next: drops its grant
+    // and, if a peer process attached the DMB, maps fresh zero pages (a fresh
+    // memfd, MAP_FIXED) at the same address with a fresh doorbell, under a
+    // new token (returned: update the buffer's). The pool's pointer stays
+    // valid; the old peer keeps mapping the old pages, which nobody here
+    // reads again, and its signals go to the old doorbell. So a pooled buffer
+    // can be reused safely. Call it before the buffer goes back to the pool,
+    // with nobody of this process using it, after unwatching signalFd().
+    // Replacing pages can fail (fds, memory): the DMB then keeps its token,
+    // and the next grant() retries the replacement (and fails if it cannot).
+    // Errors: IsmErrc::UnknownToken, the errno of memfd_create, mmap or
+    // socketpair.
+    Result<DmbToken> revoke(DmbToken token);
 
     // Maps the DMB `token` of the device `owner` (another process of this
-    // host, or this one) if it granted it to us. Blocks up to `timeout`.
+    // host, or this one) if it granted it to us, or hands out the mapping
+    // keepRemote() kept of it (no round trip). Blocks up to `timeout`.
     // Errors: IsmErrc::PeerUnreachable (another host, no such socket),
     // IsmErrc::OwnerMismatch (the socket's process is not owner's pid, or
     // runs as another user), IsmErrc::AttachRefused, IsmErrc::BadReply,
@@ -174,7 +143,13 @@ public:
     // (it serves this process's devices: an attach to one of them would
     // wait for itself until the timeout).
     Result<RemoteDmb> attachRemote(const IsmGid& owner, DmbToken token,
-                                   std::chrono::milliseconds timeout) const;
+                                   std::chrono::milliseconds timeout);
+    // Keeps a mapping of `owner`'s that we are done with (nothing of ours
+    // writes into it any more) for a later attachRemote() of its token; see
+    // RemoteCache for the bounds. Never blocks.
+    void keepRemote(const IsmGid& owner, RemoteDmb dmb);
+    // Drops the kept mappings no attach took since the last call.
+    void trimRemotes();
 
     // The doorbell a peer's RemoteDmb::signal() rings (readable after a
     // signal), or -1 for an unknown token. Changes on revoke. Poll it; read
@@ -194,18 +169,20 @@ private:
         std::size_t size = 0;
         doorbell::Pair bell; // the peer gets a copy of the button
         std::optional<IsmGid> grant;
-        bool exposed = false;       // a peer process got its pages since they were last replaced
-        std::uint32_t attached = 0; // in-process attachments
+        std::optional<IsmGid> exposedTo; // the peer process that got these pages, if one did
+        bool retired = false;            // revoked: the pages go to nobody again
+        std::uint32_t attached = 0;      // in-process attachments
     };
     struct Pending {
         UniqueFd fd;
         int watch = -1;
     };
 
-    ShmIsm(Executor& executor, IsmGid gid, UniqueFd listener);
+    ShmIsm(Executor& executor, IsmGid gid, UniqueFd listener, std::size_t keptRemotes);
     Dmb* find(DmbToken token) SMC_REQUIRES(mutex_);
     const Dmb* find(DmbToken token) const SMC_REQUIRES(mutex_);
-    Result<void> renew(Dmb& dmb) SMC_REQUIRES(mutex_);
+    Result<DmbToken> renew(DmbToken token) SMC_REQUIRES(mutex_);
+    DmbToken newToken() SMC_REQUIRES(mutex_);
     void onListenerReadable();
     void onConnectionReadable(std::uint64_t id);
     bool serve(int fd);
@@ -224,6 +201,8 @@ private:
     std::shared_ptr<std::atomic<std::uint64_t>> remoteDmbs_ =
         std::make_shared<std::atomic<std::uint64_t>>(0);
     std::atomic<std::uint64_t> refused_{0};
+    std::atomic<std::uint64_t> attachesKept_{0};
+    RemoteCache remotes_;
 
     // The server: touched by the epoll thread's callbacks and the destructor.
     // Lock order: serverMutex_ before mutex_.

@@ -2,6 +2,7 @@
 // ShmIsm across processes: identity, the owner's attach server, attachRemote, RemoteDmb.
 #include "smc/ism/shm_ism.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -99,7 +101,12 @@ Result<std::unique_ptr<ShmIsm>> ShmIsm::open(Executor& executor)
         }
         if (::listen(listener.get(), kListenBacklog) != 0)
             return lastError();
-        std::unique_ptr<ShmIsm> device(new ShmIsm(executor, gid, std::move(listener)));
+        rlimit files{};
+        const std::size_t fdShare = ::getrlimit(RLIMIT_NOFILE, &files) == 0
+                                        ? static_cast<std::size_t>(files.rlim_cur / 8)
+                                        : 0;
+        std::unique_ptr<ShmIsm> device(
+            new ShmIsm(executor, gid, std::move(listener), std::min(kKeptRemotes, fdShare)));
         {
             MutexLocker lock(device->serverMutex_);
             device->spareFd_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -207,7 +214,7 @@ bool ShmIsm::serve(int fd)
             Result<UniqueFd> copy = allocator_.dupMemfd(dmb->memory.get(), dmb->size);
             UniqueFd bell(::fcntl(dmb->bell.button.get(), F_DUPFD_CLOEXEC, 0));
             if (copy && bell) {
-                dmb->exposed = true;
+                dmb->exposedTo = IsmGid{request.gid, request.gidExt};
                 memfd = std::move(*copy);
                 button = std::move(bell);
                 reply.status = shm::AttachStatus::Granted;
@@ -248,10 +255,14 @@ bool ShmIsm::serve(int fd)
 }
 
 Result<RemoteDmb> ShmIsm::attachRemote(const IsmGid& owner, DmbToken token,
-                                       std::chrono::milliseconds timeout) const
+                                       std::chrono::milliseconds timeout)
 {
     if (owner.gid != gid_.gid || owner.gidExt == 0)
         return IsmErrc::PeerUnreachable;
+    if (RemoteDmb kept = remotes_.take(owner, token)) {
+        attachesKept_.fetch_add(1, std::memory_order_relaxed);
+        return kept;
+    }
     const Clock::time_point deadline = Clock::now() + timeout;
     auto remainingMs = [&] {
         const auto left =

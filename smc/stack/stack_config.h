@@ -118,6 +118,11 @@ struct StackConfig {
     // does not leave its buffers behind for good. 0: never.
     std::chrono::milliseconds poolTrimInterval{10'000};
     std::size_t poolKeepFreeBytes = 256 * 1024;
+    // SMC-D RMBs stay granted to the peer process of their last connection, up to this many
+    // bytes (half of them for one peer), so that the next connection between the two
+    // processes maps nothing (docs/design.md, "Kept DMBs"); what the trim interval saw no
+    // use of goes back to the pool. 0: every RMB goes back to the pool at once.
+    std::size_t keptDmbBytes = 64 * 1024 * 1024;
     // The handshake pool's threads at most: server CLC handshakes (which wait for the peer)
     // and Socket::connectAsync's connects; a listener's accept never runs on it
     // (ListenerOptions::sharedAcceptQueue aside).
@@ -144,6 +149,11 @@ struct StackStats {
     // Server connections sent to TCP because the listener's handshakes were past its limit
     // (also counted in serverFallbacks as PEERNOSMC).
     std::uint64_t handshakesLimited = 0;
+    // SMC-D connections whose RMB was one the peer process had mapped already (kept).
+    std::uint64_t rmbsReused = 0;
+    // Bytes of RMBs kept for their peers now (StackConfig::keptDmbBytes; the pool counts them
+    // in use).
+    std::uint64_t keptRmbBytes = 0;
 };
 
 } // namespace smc

@@ -129,6 +129,7 @@ Result<std::unique_ptr<StackCore>> StackCore::create(StackConfig config, const S
     if (!made)
         return made.error();
     stack->pool_ = std::move(*made);
+    stack->kept_ = std::make_unique<KeptDmbs>(config.keptDmbBytes / 2, config.keptDmbBytes);
     if (config.poolTrimInterval.count() > 0) {
         StackCore* s = stack.get();
         stack->trimTimer_ = std::make_unique<PeriodicTimer>(executor, config.poolTrimInterval,
@@ -154,6 +155,8 @@ StackCore::~StackCore()
     handshakes_.reset(); // a running handshake still uses the rest
     smcr_.reset();       // its groups, before the provider they use
     ownProvider_.reset();
+    for (const BufferRef& rmb : kept_->drain())
+        toPool(rmb);
     pool_.reset();
     registrar_.reset();
     device_.reset();
@@ -170,12 +173,20 @@ void StackCore::trimPool() noexcept
         leasesAtTrim_[cls] = n;
     }
     (void)pool_->trim(std::max(leased, config_.poolKeepFreeBytes));
+    for (const BufferRef& rmb : kept_->trim())
+        toPool(rmb);
+    device_->trimRemotes();
 }
 
 StackStats StackCore::stats() const
 {
-    MutexLocker lock(mutex_);
-    return stats_;
+    StackStats s;
+    {
+        MutexLocker lock(mutex_);
+        s = stats_;
+    }
+    s.keptRmbBytes = kept_->bytes();
+    return s;
 }
 
 PoolStats StackCore::poolStats() const
@@ -273,10 +284,35 @@ void StackCore::enroll(const std::shared_ptr<Listed>& connection)
     listed_.push_back(connection);
 }
 
-void StackCore::giveBack(const BufferRef& rmb) noexcept
+Result<BufferRef> StackCore::takeRmb(const IsmGid& peer, std::size_t bytes)
 {
-    (void)device_->revoke(rmb->dmbToken());
+    if (Result<unsigned> cls = sizeClassFor(bytes, Tech::SmcD))
+        if (BufferRef kept = kept_->take(peer, classBytes(*cls))) {
+            MutexLocker lock(mutex_);
+            ++stats_.rmbsReused;
+            return kept;
+        }
+    Result<BufferRef> rmb = pool_->acquire(BufferKind::Rmb, bytes);
+    if (!rmb && rmb.error() == PoolErrc::LimitReached && kept_->bytes() > 0) {
+        for (const BufferRef& idle : kept_->drain()) // idle memory must not refuse a connection
+            toPool(idle);
+        rmb = pool_->acquire(BufferKind::Rmb, bytes);
+    }
+    return rmb;
+}
+
+void StackCore::giveBack(const BufferRef& rmb, const IsmGid* peer) noexcept
+{
     markServerRmb(rmb->dmbToken(), false);
+    if (peer != nullptr && !kept_->keep(*peer, rmb))
+        return;
+    toPool(rmb);
+}
+
+void StackCore::toPool(const BufferRef& rmb) noexcept
+{
+    if (Result<DmbToken> token = device_->revoke(rmb->dmbToken()))
+        rmb->setDmbToken(*token);
     (void)pool_->release(rmb);
 }
 

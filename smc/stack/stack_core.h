@@ -16,6 +16,7 @@
 #include "smc/conn/setup.h"
 #include "smc/llc/link_info.h"
 #include "smc/net/socket_marker.h"
+#include "smc/stack/kept_dmbs.h"
 #include "smc/stack/stack_config.h"
 
 namespace smc
@@ -86,8 +87,14 @@ public:
     void countHandshakeError() noexcept;
     void countHandshakeLimited() noexcept;
     void enroll(const std::shared_ptr<Listed>& connection);
-    // An SMC-D RMB of ours goes back: revoked, unmarked, into the pool (OwnDmb).
-    void giveBack(const BufferRef& rmb) noexcept override;
+    // An SMC-D RMB of `bytes` for a connection with `peer`: one kept for that peer process
+    // (granted to it before, done with by it, its head cleared) or one from the pool (where
+    // an idle kept one goes back first if the pool is at its limit). Errors: the pool's.
+    // Does not block.
+    Result<BufferRef> takeRmb(const IsmGid& peer, std::size_t bytes);
+    // An SMC-D RMB of ours goes back (OwnDmb), unmarked: kept for `peer` when given and there
+    // is room, else revoked into the pool.
+    void giveBack(const BufferRef& rmb, const IsmGid* peer) noexcept override;
     // The SMC-D RMBs of our server connections, from their grant until they go back to the
     // pool: a CONFIRM that names one of them names no client's (a stranger claiming to be
     // us would wire two of our connections to each other).
@@ -98,6 +105,7 @@ private:
     StackCore(StackConfig config, Executor& executor, clc::Eid ueid);
     Result<void> openSmcr(const SmcrConfig& config, LinkProvider* provider);
     void trimPool() noexcept;
+    void toPool(const BufferRef& rmb) noexcept;
 
     StackConfig config_;
     Executor& executor_;
@@ -105,6 +113,7 @@ private:
     std::unique_ptr<ShmIsm> device_;
     std::unique_ptr<IsmRegistrar> registrar_;
     std::unique_ptr<BufferPool> pool_;         // its DMBs live on device_: destroyed first
+    std::unique_ptr<KeptDmbs> kept_;           // of pool_: emptied into it first
     std::unique_ptr<PeriodicTimer> trimTimer_; // stopped before the pool goes
     // Leases per size class at the last trim (the timer's ticks alone touch it).
     std::array<std::uint64_t, kSizeClasses> leasesAtTrim_{};

@@ -202,15 +202,21 @@ TEST(ShmIsm, RevokeCutsTheOldPeerOffAndThePoolReusesTheBuffer)
     EXPECT_EQ(std::memcmp(data, "first", 5), 0); // the same pages, no copy
     const int oldSignalFd = owner.ism->signalFd(token);
 
-    ASSERT_TRUE(owner.ism->revoke(token));
+    Result<DmbToken> renewed = owner.ism->revoke(token);
+    ASSERT_TRUE(renewed);
+    EXPECT_NE(*renewed, token); // one token, one set of pages
+    (*rmb)->setDmbToken(*renewed);
     EXPECT_EQ(data[0], std::byte{0}); // fresh pages at the same address
     std::memcpy(old->data(), "stale", 5);
     old->signal();
     EXPECT_EQ(data[0], std::byte{0}); // the old peer writes into dead pages
-    EXPECT_NE(owner.ism->signalFd(token), oldSignalFd);
-    EXPECT_FALSE(readable(owner.ism->signalFd(token), 0));
-    // The revoked grant is gone.
+    EXPECT_EQ(owner.ism->signalFd(token), -1);
+    EXPECT_NE(owner.ism->signalFd(*renewed), oldSignalFd);
+    EXPECT_FALSE(readable(owner.ism->signalFd(*renewed), 0));
+    // The revoked grant is gone, under either token.
     EXPECT_EQ(peer.ism->attachRemote(owner.ism->localGid(), token, kTimeout).error(),
+              IsmErrc::AttachRefused);
+    EXPECT_EQ(peer.ism->attachRemote(owner.ism->localGid(), *renewed, kTimeout).error(),
               IsmErrc::AttachRefused);
 
     // The pool reuses the buffer and its registration for the next connection.
@@ -218,28 +224,66 @@ TEST(ShmIsm, RevokeCutsTheOldPeerOffAndThePoolReusesTheBuffer)
     Result<BufferRef> again = pool->acquire(BufferKind::Rmb, kDmbBytes);
     ASSERT_TRUE(again);
     EXPECT_EQ((*again)->data(), data);
-    EXPECT_EQ((*again)->dmbToken(), token);
-    ASSERT_TRUE(owner.ism->grant(token, peer.ism->localGid()));
-    Result<RemoteDmb> next = peer.ism->attachRemote(owner.ism->localGid(), token, kTimeout);
+    EXPECT_EQ((*again)->dmbToken(), *renewed);
+    ASSERT_EQ(owner.ism->grant(*renewed, peer.ism->localGid()).value(), *renewed);
+    Result<RemoteDmb> next = peer.ism->attachRemote(owner.ism->localGid(), *renewed, kTimeout);
     ASSERT_TRUE(next);
     std::memcpy(next->data(), "second", 6);
     next->signal();
     EXPECT_EQ(std::memcmp(data, "second", 6), 0);
-    EXPECT_TRUE(readable(owner.ism->signalFd(token), 0));
+    EXPECT_TRUE(readable(owner.ism->signalFd(*renewed), 0));
     EXPECT_EQ(std::memcmp(old->data(), "stale", 5), 0); // the old mapping stays valid
     ASSERT_TRUE(pool->release(*again));
 }
 
-TEST(ShmIsm, AGrantAfterAMissingRevokeStillGetsFreshPages)
+TEST(ShmIsm, AGrantToAnotherPeerGetsFreshPagesUnderANewToken)
 {
-    Device owner, peer;
+    Device owner, peer, other;
     Dmb dmb = makeDmb(*owner.ism);
     ASSERT_TRUE(owner.ism->grant(dmb.token, peer.ism->localGid()));
     Result<RemoteDmb> old = peer.ism->attachRemote(owner.ism->localGid(), dmb.token, kTimeout);
     ASSERT_TRUE(old);
-    ASSERT_TRUE(owner.ism->grant(dmb.token, peer.ism->localGid())); // no revoke in between
+    // No revoke in between: the grant itself replaces what `peer` has seen.
+    Result<DmbToken> token = owner.ism->grant(dmb.token, other.ism->localGid());
+    ASSERT_TRUE(token);
+    EXPECT_NE(*token, dmb.token);
     std::memcpy(old->data(), "stale", 5);
     EXPECT_EQ(dmb.memory.get()[0], std::byte{0});
+    // A peer that kept its mapping finds nothing under the new token.
+    peer.ism->keepRemote(owner.ism->localGid(), std::move(*old));
+    EXPECT_EQ(peer.ism->attachRemote(owner.ism->localGid(), *token, kTimeout).error(),
+              IsmErrc::AttachRefused);
+    EXPECT_TRUE(other.ism->attachRemote(owner.ism->localGid(), *token, kTimeout));
+}
+
+TEST(ShmIsm, APeerThatKeptItsMappingGetsTheSamePagesWithoutAnAttach)
+{
+    Device owner, peer;
+    Dmb dmb = makeDmb(*owner.ism);
+    ASSERT_TRUE(owner.ism->grant(dmb.token, peer.ism->localGid()));
+    Result<RemoteDmb> first = peer.ism->attachRemote(owner.ism->localGid(), dmb.token, kTimeout);
+    ASSERT_TRUE(first);
+    peer.ism->keepRemote(owner.ism->localGid(), std::move(*first));
+    EXPECT_EQ(peer.ism->stats().remotesKept, 1u);
+
+    // Granted to the same peer again: same pages, same token; the kept mapping serves it.
+    ASSERT_EQ(owner.ism->grant(dmb.token, peer.ism->localGid()).value(), dmb.token);
+    const std::uint64_t served = owner.ism->stats().attachesServed;
+    Result<RemoteDmb> again = peer.ism->attachRemote(owner.ism->localGid(), dmb.token, kTimeout);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(owner.ism->stats().attachesServed, served); // no round trip
+    EXPECT_EQ(peer.ism->stats().attachesKept, 1u);
+    EXPECT_EQ(peer.ism->stats().remotesKept, 0u);
+    std::memcpy(again->data(), "again", 5);
+    EXPECT_EQ(std::memcmp(dmb.memory.get(), "again", 5), 0);
+
+    // Two trims without a use drop a kept mapping.
+    peer.ism->keepRemote(owner.ism->localGid(), std::move(*again));
+    peer.ism->trimRemotes();
+    EXPECT_EQ(peer.ism->stats().remotesKept, 1u);
+    peer.ism->trimRemotes();
+    EXPECT_EQ(peer.ism->stats().remotesKept, 0u);
+    EXPECT_EQ(peer.ism->stats().remoteDmbs, 0u);
 }
 
 TEST(ShmIsm, ADeadPeerLeavesNoSharedMemoryBehind)

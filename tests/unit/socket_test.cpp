@@ -116,8 +116,59 @@ TEST(Socket, SmcdBothWaysThroughTheRings)
     EXPECT_EQ(server->stats().smcdServer, 1u);
     p.client.close();
     p.server.close();
-    EXPECT_EQ(server->poolStats().rmb.inUseBytes, 0);
-    EXPECT_EQ(client->poolStats().rmb.inUseBytes, 0);
+    // Each side's RMB stays granted to the other process (kept), and nothing else is held.
+    EXPECT_GT(server->stats().keptRmbBytes, 0u);
+    EXPECT_EQ(server->poolStats().rmb.inUseBytes, server->stats().keptRmbBytes);
+    EXPECT_EQ(client->poolStats().rmb.inUseBytes, client->stats().keptRmbBytes);
+}
+
+// The next connection between the same two processes maps nothing: each side takes the RMB
+// the other still has mapped, once the other closed its end; a third process gets none of it.
+TEST(Socket, TheNextConnectionToAProcessReusesWhatItMapped)
+{
+    auto server = makeStack();
+    auto client = makeStack();
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0)).value();
+    auto connect = [&](SmcStack& from) {
+        Pair p;
+        p.client = std::move(Socket::connect(from, "127.0.0.1", l.port())).value();
+        p.server = std::move(l.accept(10s)).value();
+        EXPECT_EQ(p.server.transport(), Transport::SmcD);
+        return p;
+    };
+    {
+        Pair first = connect(*client);
+        exchange(first, 300'000);
+    }
+    const std::uint64_t attachesServed = coreOf(*server).device().stats().attachesServed;
+    {
+        Pair second = connect(*client);
+        EXPECT_EQ(server->stats().rmbsReused, 1u);
+        EXPECT_EQ(client->stats().rmbsReused, 1u);
+        EXPECT_EQ(coreOf(*client).device().stats().attachesKept, 1u);
+        EXPECT_EQ(coreOf(*server).device().stats().attachesKept, 1u);
+        EXPECT_EQ(coreOf(*server).device().stats().attachesServed, attachesServed); // no round trip
+        exchange(second, 1'000'000); // a fresh stream in the old rings
+    }
+    // Another process (stack) is another peer: fresh buffers, attached the usual way.
+    auto stranger = makeStack();
+    {
+        Pair third = connect(*stranger);
+        EXPECT_EQ(server->stats().rmbsReused, 1u);
+        EXPECT_EQ(coreOf(*stranger).device().stats().attachesKept, 0u);
+        exchange(third, 100'000);
+    }
+    // A peer that has not closed its end yet may still write: its RMB is not taken again.
+    Pair open = connect(*client);
+    const std::array<std::byte, 3> hi{std::byte{'h'}, std::byte{'i'}, std::byte{'!'}};
+    ASSERT_TRUE(sendAll(open.server, hi));
+    std::array<std::byte, 3> got{};
+    ASSERT_EQ(open.client.recv(got).value(), 3u);
+    open.client.close(); // the server's end stays open
+    const std::uint64_t reused = client->stats().rmbsReused;
+    Pair next = connect(*client);
+    EXPECT_EQ(client->stats().rmbsReused, reused) << "the server's end of the last one is open";
+    exchange(next, 100'000);
 }
 
 TEST(Socket, OneStackCanBeBothEnds)
