@@ -346,6 +346,16 @@ void CdcConnection::close() noexcept
 {
     MutexLocker closing(closeMutex_);
     {
+        MutexLocker lock(mutex_);
+        if (cdc_.closed)
+            return;
+        cdc_.closing = true; // a sender waiting for room leaves, none starts a copy
+        wake();
+    }
+    // A copy under way ends before the peer can see us closed: a peer that reuses its buffer
+    // once we said so (kept DMBs) must get no byte of ours after that.
+    MutexLocker sending(sendMutex_);
+    {
         MutexLocker tx(txMutex_);
         {
             MutexLocker lock(mutex_);
@@ -364,7 +374,6 @@ void CdcConnection::close() noexcept
     }
     detach();
     // No copy into or out of the buffers runs once all three are ours, and none will.
-    MutexLocker sending(sendMutex_);
     MutexLocker receiving(recvMutex_);
     MutexLocker tx(txMutex_);
     release();

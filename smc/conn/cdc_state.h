@@ -25,6 +25,7 @@ struct CdcState {
 
     cdc::CdcStream stream;
     cdc::CloseMachine close;
+    bool closing = false;        // close() began: no new copy into the peer's ring
     bool closed = false;         // close() ran: the buffers are going back
     bool aborted = false;        // the peer broke the protocol or died, or we aborted
     std::size_t unannounced = 0; // produced, not yet in a CDC
@@ -37,7 +38,7 @@ struct CdcState {
     std::error_code sendRefusal() const noexcept
     {
         const cdc::ConnFlags peer = stream.peerConnFlags();
-        if (closed)
+        if (closed || closing)
             return std::make_error_code(std::errc::not_connected);
         if (aborted || peer.peerConnAbort)
             return std::make_error_code(std::errc::connection_reset);

@@ -196,8 +196,8 @@ void SmcdConnection::release() noexcept
 {
     // After a clean end both mappings may serve the next connection between the two
     // processes: ours stays granted to the peer (the stack decides), theirs is kept here.
-    // Nothing of ours writes into either any more. After an abort (the peer died, broke the
-    // rules, or we left bytes unread) neither is kept.
+    // Nothing of ours writes into either any more (close() let the last copy end before it
+    // said so). After an abort (the peer died or broke the rules) neither is kept.
     bool clean = false;
     {
         MutexLocker lock(mutex_);

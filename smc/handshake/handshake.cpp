@@ -29,7 +29,7 @@ bool wantSmcr(StackCore& stack, Mode mode)
     return stack.smcr() != nullptr && (mode == Mode::SmcR || mode == Mode::Auto);
 }
 
-clc::Capabilities capabilities(StackCore& stack, int fd, Mode mode)
+clc::Capabilities capabilities(StackCore& stack, int fd, Mode mode, const clc::Proposal& offer)
 {
     const IsmGid gid = stack.device().localGid();
     clc::Capabilities caps;
@@ -38,9 +38,11 @@ clc::Capabilities capabilities(StackCore& stack, int fd, Mode mode)
     caps.smcrV1 = wantSmcr(stack, mode);
     caps.smcrV2 = caps.smcrV1 && clc::ipv4OfGid(stack.smcr()->gid);
     // The subnet check is the socket's, device or not (a v1 offer from another subnet is
-    // DIFFPREFIX before any device is looked at, as in Linux).
-    if (std::optional<clc::Ipv4Address> a = localIpv4(fd))
-        caps.ipv4 = {*a};
+    // DIFFPREFIX before any device is looked at, as in Linux); an offer without SMC-R needs
+    // none (and an SMC-D connection spares the interface dump).
+    if (clc::hasSmcR(offer.typeV1) || clc::hasSmcR(offer.typeV2))
+        if (std::optional<clc::Ipv4Address> a = localIpv4(fd))
+            caps.ipv4 = {*a};
     caps.ueids = {stack.ueid()};
     caps.release = clc::kRelease1;
     return caps;
@@ -146,9 +148,13 @@ clc::Proposal smcdProposal(const IsmGid& gid, const clc::Eid& ueid)
 
 clc::Hostname hostname()
 {
-    char name[65] = {};
-    ::gethostname(name, sizeof name - 1);
-    return clc::makeHostname(name);
+    // Once per process: every SMC-D connection is a first contact that carries it.
+    static const clc::Hostname name = [] {
+        char buffer[65] = {};
+        ::gethostname(buffer, sizeof buffer - 1);
+        return clc::makeHostname(buffer);
+    }();
+    return name;
 }
 
 Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& options)
@@ -233,7 +239,7 @@ Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& op
         return lift(sendDecline(fd, clc::DeclineCode::ModeUnsupp, clc::kVersion2, {}, deadline));
     const std::uint8_t version = p->version >= clc::kVersion2 ? clc::kVersion2 : clc::kVersion1;
 
-    const clc::Negotiation n = negotiate(capabilities(stack, fd, options.mode), *p);
+    const clc::Negotiation n = negotiate(capabilities(stack, fd, options.mode, *p), *p);
     if (const auto* reason = std::get_if<clc::DeclineCode>(&n))
         return lift(sendDecline(fd, *reason, version, {}, deadline));
     const clc::Choice& choice = std::get<clc::Choice>(n);

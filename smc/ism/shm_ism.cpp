@@ -3,6 +3,7 @@
 #include "smc/ism/shm_ism.h"
 
 #include <cstring>
+#include <new>
 
 #include <unistd.h>
 
@@ -60,12 +61,12 @@ const ShmIsm::Dmb* ShmIsm::find(DmbToken token) const
 
 // Random, nonzero, unique among live DMBs: a token is no capability (a grant is), but it
 // should not tell a guesser anything either.
-DmbToken ShmIsm::newToken()
+DmbToken ShmIsm::newToken(DmbToken old)
 {
     DmbToken token;
     do {
         token = random_();
-    } while (token == 0 || dmbs_.count(token) != 0);
+    } while (token == 0 || token == old || dmbs_.count(token) != 0);
     return token;
 }
 
@@ -79,7 +80,7 @@ Result<DmbInfo> ShmIsm::registerDmb(std::shared_ptr<std::byte> memory, std::size
     MutexLocker lock(mutex_);
     if (freeIndexes_.empty())
         return IsmErrc::DmbLimitReached;
-    const DmbToken token = newToken();
+    const DmbToken token = newToken(0);
     Dmb dmb;
     dmb.index = freeIndexes_.back();
     dmb.size = size;
@@ -108,7 +109,7 @@ Result<DmbToken> ShmIsm::renew(DmbToken token)
     dmb.exposedTo.reset();
     dmb.retired = false;
     auto node = dmbs_.extract(it);
-    node.key() = newToken();
+    node.key() = newToken(token);
     const DmbToken renewed = node.key();
     dmbs_.insert(std::move(node));
     return renewed;
@@ -199,9 +200,19 @@ Result<DmbToken> ShmIsm::revoke(DmbToken token)
     return renew(token);
 }
 
-void ShmIsm::keepRemote(const IsmGid& owner, RemoteDmb dmb)
+void ShmIsm::dropGrant(DmbToken token)
 {
-    remotes_.keep(owner, std::move(dmb));
+    MutexLocker lock(mutex_);
+    if (Dmb* dmb = find(token))
+        dmb->grant.reset();
+}
+
+void ShmIsm::keepRemote(const IsmGid& owner, RemoteDmb dmb) noexcept
+{
+    try {
+        remotes_.keep(owner, std::move(dmb));
+    } catch (const std::bad_alloc&) { // not kept: unmapped now
+    }
 }
 
 void ShmIsm::trimRemotes()

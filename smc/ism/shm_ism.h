@@ -144,10 +144,14 @@ public:
     // wait for itself until the timeout).
     Result<RemoteDmb> attachRemote(const IsmGid& owner, DmbToken token,
                                    std::chrono::milliseconds timeout);
+    // Drops an unused grant of `token`; pages and token stay (a DMB kept for the peer that
+    // has its mapping: no attach is due until the next grant). Takes the device's short lock.
+    void dropGrant(DmbToken token);
     // Keeps a mapping of `owner`'s that we are done with (nothing of ours
     // writes into it any more) for a later attachRemote() of its token; see
-    // RemoteCache for the bounds. Never blocks.
-    void keepRemote(const IsmGid& owner, RemoteDmb dmb);
+    // RemoteCache for the bounds; without memory for it, the mapping goes at once. Never
+    // blocks.
+    void keepRemote(const IsmGid& owner, RemoteDmb dmb) noexcept;
     // Drops the kept mappings no attach took since the last call.
     void trimRemotes();
 
@@ -182,7 +186,7 @@ private:
     Dmb* find(DmbToken token) SMC_REQUIRES(mutex_);
     const Dmb* find(DmbToken token) const SMC_REQUIRES(mutex_);
     Result<DmbToken> renew(DmbToken token) SMC_REQUIRES(mutex_);
-    DmbToken newToken() SMC_REQUIRES(mutex_);
+    DmbToken newToken(DmbToken old) SMC_REQUIRES(mutex_);
     void onListenerReadable();
     void onConnectionReadable(std::uint64_t id);
     bool serve(int fd);

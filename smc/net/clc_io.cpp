@@ -136,6 +136,13 @@ Result<bool> startsWithClc(int fd, Deadline deadline)
     // The eyecatcher and the type decide; a bad length or version after them is malformed
     // CLC (declined), not someone else's protocol.
     std::array<std::byte, 5> head{};
+    // Usually all of it is queued already: one look decides. Else byte by byte, so that a
+    // short message of another protocol is told at once.
+    const ssize_t queued = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+    if (queued > 0 && !clc::messageSize(std::span(head).first(std::size_t(queued))))
+        return false;
+    if (queued == static_cast<ssize_t>(head.size()))
+        return true;
     for (std::size_t want = 1; want <= head.size(); ++want) {
         Result<std::size_t> n = peek(fd, std::span(head).first(want), deadline);
         if (!n)

@@ -35,7 +35,7 @@ BufferRef KeptDmbs::keep(const IsmGid& peer, BufferRef rmb)
     MutexLocker lock(mutex_);
     const std::size_t size = rmb.size();
     Kept& kept = byPeer_[{peer.gid, peer.gidExt}];
-    if (bytes_ + size > totalBytes_ || kept.bytes + size > perPeerBytes_) {
+    if (bytes_ + size > totalBytes_ || kept.bytes + size > perPeerBytes_ || count_ >= maxCount_) {
         if (kept.entries.empty())
             byPeer_.erase({peer.gid, peer.gidExt});
         return rmb;
@@ -43,6 +43,7 @@ BufferRef KeptDmbs::keep(const IsmGid& peer, BufferRef rmb)
     kept.entries.push_back({std::move(rmb), epoch_});
     kept.bytes += size;
     bytes_ += size;
+    ++count_;
     return {};
 }
 
@@ -60,6 +61,7 @@ BufferRef KeptDmbs::take(const IsmGid& peer, std::size_t bytes)
         kept.entries.erase(e);
         kept.bytes -= bytes;
         bytes_ -= bytes;
+        --count_;
         if (kept.entries.empty())
             byPeer_.erase(it);
         clearHead(rmb.data());
@@ -82,6 +84,7 @@ std::vector<BufferRef> KeptDmbs::trim()
             }
             kept.bytes -= e.rmb.size();
             bytes_ -= e.rmb.size();
+            --count_;
             out.push_back(std::move(e.rmb));
         }
         kept.entries.erase(stay, kept.entries.end());
@@ -100,6 +103,7 @@ std::vector<BufferRef> KeptDmbs::drain()
             out.push_back(std::move(e.rmb));
     byPeer_.clear();
     bytes_ = 0;
+    count_ = 0;
     return out;
 }
 

@@ -24,14 +24,15 @@ namespace smc
 //     aborted: an honest peer writes nothing after that, so no late byte of the last
 //     connection lands in the next one's ring (a dishonest one can only spoil its own);
 //   - the head is cleared before the next grant.
-// Bounded: at most `perPeerBytes` of RMBs kept for one peer and `totalBytes` in all; trim()
+// Bounded: at most `perPeerBytes` of RMBs kept for one peer, `totalBytes` and `maxCount` in
+// all; trim()
 // hands back what nobody took since the trim before. Thread-safe; never blocks but for its
 // short lock.
 class KeptDmbs
 {
 public:
-    KeptDmbs(std::size_t perPeerBytes, std::size_t totalBytes)
-        : perPeerBytes_(perPeerBytes), totalBytes_(totalBytes)
+    KeptDmbs(std::size_t perPeerBytes, std::size_t totalBytes, std::size_t maxCount)
+        : perPeerBytes_(perPeerBytes), totalBytes_(totalBytes), maxCount_(maxCount)
     {
     }
 
@@ -59,9 +60,11 @@ private:
 
     const std::size_t perPeerBytes_;
     const std::size_t totalBytes_;
+    const std::size_t maxCount_;
     mutable Mutex mutex_;
     std::map<Peer, Kept> byPeer_ SMC_GUARDED_BY(mutex_);
     std::size_t bytes_ SMC_GUARDED_BY(mutex_) = 0;
+    std::size_t count_ SMC_GUARDED_BY(mutex_) = 0;
     std::uint64_t epoch_ SMC_GUARDED_BY(mutex_) = 0;
 };
 

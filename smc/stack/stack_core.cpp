@@ -3,7 +3,10 @@
 #include "smc/stack/stack_core.h"
 
 #include <algorithm>
+#include <new>
 #include <random>
+
+#include <sys/resource.h>
 
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/shm_ism.h"
@@ -129,7 +132,13 @@ Result<std::unique_ptr<StackCore>> StackCore::create(StackConfig config, const S
     if (!made)
         return made.error();
     stack->pool_ = std::move(*made);
-    stack->kept_ = std::make_unique<KeptDmbs>(config.keptDmbBytes / 2, config.keptDmbBytes);
+    // Each kept RMB holds three fds (its memfd, its doorbell's ends): at most a sixteenth of
+    // the descriptor limit's worth of them.
+    rlimit files{};
+    const std::size_t fdShare =
+        ::getrlimit(RLIMIT_NOFILE, &files) == 0 ? static_cast<std::size_t>(files.rlim_cur / 16) : 0;
+    stack->kept_ = std::make_unique<KeptDmbs>(config.keptDmbBytes / 2, config.keptDmbBytes,
+                                              std::min<std::size_t>(fdShare, 4096));
     if (config.poolTrimInterval.count() > 0) {
         StackCore* s = stack.get();
         stack->trimTimer_ = std::make_unique<PeriodicTimer>(executor, config.poolTrimInterval,
@@ -155,8 +164,9 @@ StackCore::~StackCore()
     handshakes_.reset(); // a running handshake still uses the rest
     smcr_.reset();       // its groups, before the provider they use
     ownProvider_.reset();
-    for (const BufferRef& rmb : kept_->drain())
-        toPool(rmb);
+    if (kept_) // not when create() failed before it
+        for (const BufferRef& rmb : kept_->drain())
+            toPool(rmb);
     pool_.reset();
     registrar_.reset();
     device_.reset();
@@ -293,8 +303,10 @@ Result<BufferRef> StackCore::takeRmb(const IsmGid& peer, std::size_t bytes)
             return kept;
         }
     Result<BufferRef> rmb = pool_->acquire(BufferKind::Rmb, bytes);
-    if (!rmb && rmb.error() == PoolErrc::LimitReached && kept_->bytes() > 0) {
-        for (const BufferRef& idle : kept_->drain()) // idle memory must not refuse a connection
+    if (!rmb && kept_->bytes() > 0) {
+        // Idle buffers must not refuse a connection (the pool's memory limit, the device's
+        // DMB limit, fds): they go back, and the acquire is tried again.
+        for (const BufferRef& idle : kept_->drain())
             toPool(idle);
         rmb = pool_->acquire(BufferKind::Rmb, bytes);
     }
@@ -303,9 +315,16 @@ Result<BufferRef> StackCore::takeRmb(const IsmGid& peer, std::size_t bytes)
 
 void StackCore::giveBack(const BufferRef& rmb, const IsmGid* peer) noexcept
 {
-    markServerRmb(rmb->dmbToken(), false);
-    if (peer != nullptr && !kept_->keep(*peer, rmb))
-        return;
+    try {
+        markServerRmb(rmb->dmbToken(), false);
+        if (peer != nullptr) {
+            // The peer has its mapping: no attach is due until the next grant.
+            device_->dropGrant(rmb->dmbToken());
+            if (!kept_->keep(*peer, rmb))
+                return;
+        }
+    } catch (const std::bad_alloc&) { // not kept, then: to the pool
+    }
     toPool(rmb);
 }
 

@@ -156,6 +156,7 @@ TEST(Socket, TheNextConnectionToAProcessReusesWhatItMapped)
         Pair third = connect(*stranger);
         EXPECT_EQ(server->stats().rmbsReused, 1u);
         EXPECT_EQ(coreOf(*stranger).device().stats().attachesKept, 0u);
+        EXPECT_GT(coreOf(*server).device().stats().attachesServed, attachesServed);
         exchange(third, 100'000);
     }
     // A peer that has not closed its end yet may still write: its RMB is not taken again.
@@ -169,6 +170,27 @@ TEST(Socket, TheNextConnectionToAProcessReusesWhatItMapped)
     Pair next = connect(*client);
     EXPECT_EQ(client->stats().rmbsReused, reused) << "the server's end of the last one is open";
     exchange(next, 100'000);
+}
+
+// Kept RMBs are idle memory: a pool at its limit takes them back rather than refuse another
+// peer SMC-D.
+TEST(Socket, KeptRmbsGiveWayToAnotherPeerAtThePoolsLimit)
+{
+    SocketOptions options;
+    StackConfig c;
+    c.poolMemoryLimit = options.rmbBytes; // one RMB
+    auto server = makeStack(c);
+    auto first = makeStack();
+    auto second = makeStack();
+    {
+        Pair p = connectPair(*server, *first);
+        exchange(p, 10'000);
+    }
+    ASSERT_EQ(server->stats().keptRmbBytes, options.rmbBytes);
+    Pair p = connectPair(*server, *second);
+    EXPECT_EQ(p.server.transport(), Transport::SmcD);
+    EXPECT_EQ(server->stats().keptRmbBytes, 0u);
+    exchange(p, 10'000);
 }
 
 TEST(Socket, OneStackCanBeBothEnds)
