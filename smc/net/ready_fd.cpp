@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <utility>
 
 #include "smc/net/tcp.h"
 
@@ -33,6 +34,8 @@ ReadyFd::ReadyFd(ReadyFd&& other) noexcept
     MutexLocker mine(mutex_);
     readable_ = other.readable_;
     writable_ = other.writable_;
+    held_ = other.held_;
+    wanted_ = other.wanted_;
 }
 
 ReadyFd::~ReadyFd() = default;
@@ -40,6 +43,29 @@ ReadyFd::~ReadyFd() = default;
 void ReadyFd::set(bool readable, bool writable, bool again) noexcept
 {
     MutexLocker lock(mutex_);
+    if (held_) {
+        wanted_ = Wanted{readable, writable, again || (wanted_ && wanted_->again)};
+        return;
+    }
+    apply(readable, writable, again);
+}
+
+void ReadyFd::hold() noexcept
+{
+    MutexLocker lock(mutex_);
+    held_ = true;
+}
+
+void ReadyFd::release() noexcept
+{
+    MutexLocker lock(mutex_);
+    held_ = false;
+    if (const std::optional<Wanted> w = std::exchange(wanted_, std::nullopt))
+        apply(w->readable, w->writable, w->again);
+}
+
+void ReadyFd::apply(bool readable, bool writable, bool again) noexcept
+{
     std::array<std::byte, 4096> junk{};
     if (readable && readable_ && again) { // one byte queued, whatever the pulses before
         while (::recv(app_.get(), junk.data(), junk.size(), MSG_DONTWAIT) > 0) {

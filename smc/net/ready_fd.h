@@ -2,6 +2,8 @@
 // ReadyFd: a descriptor whose poll readiness (readable, writable) the library sets.
 #pragma once
 
+#include <optional>
+
 #include "base/mutex.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
@@ -27,14 +29,25 @@ public:
     // a TCP socket does for each arrival, since an edge-triggered poller that decided from
     // FIONREAD that it read everything (nginx) waits for that edge. Never blocks.
     void set(bool readable, bool writable, bool again = false) noexcept;
+    // While held, set() only remembers what it was asked, and release() does the last of it:
+    // the number of a connection still being set up shows nothing before the connection is
+    // there to answer (smc-run). Never blocks.
+    void hold() noexcept;
+    void release() noexcept;
 
 private:
     ReadyFd(UniqueFd app, UniqueFd ours) noexcept;
+    void apply(bool readable, bool writable, bool again) noexcept SMC_REQUIRES(mutex_);
     UniqueFd app_;
     UniqueFd ours_;
     Mutex mutex_;
     bool readable_ SMC_GUARDED_BY(mutex_) = false;
     bool writable_ SMC_GUARDED_BY(mutex_) = true;
+    struct Wanted {
+        bool readable, writable, again;
+    };
+    bool held_ SMC_GUARDED_BY(mutex_) = false;
+    std::optional<Wanted> wanted_ SMC_GUARDED_BY(mutex_); // set() while held
 };
 
 } // namespace smc::net

@@ -90,7 +90,7 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
     // use it. What the program set meanwhile comes with Shim::settle.
     std::shared_ptr<Conn> conn =
         connection(fd, tcp, setup->server, setup->generation, stack, std::move(outcome));
-    Result<int> ready = conn ? conn->impl->pollFd()
+    Result<int> ready = conn ? conn->impl->pollFd(setup->standIn)
                              : Result<int>(std::make_error_code(std::errc::not_enough_memory));
     // Said before the number moves: the program may be done and gone right after.
     if (ready)
@@ -166,8 +166,9 @@ void beginAccepted(int fd)
     shim.log("fd %d: server %s", fd, toString(transport));
 }
 
-Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, std::uint64_t generation_) noexcept
-    : standIn(std::move(standIn_)), tcp(std::move(tcp_)), server(server_), generation(generation_)
+Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, std::uint64_t generation_)
+    : standIn(std::make_shared<net::ReadyFd>(std::move(standIn_))), tcp(std::move(tcp_)),
+      server(server_), generation(generation_)
 {
 }
 
@@ -178,6 +179,7 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server)
     if (!standIn || !tcp)
         return nullptr;
     standIn->set(false, false);
+    standIn->hold(); // until the connection it may become is in the table (Shim::settle)
     return std::make_shared<Setup>(std::move(*standIn), std::move(tcp), server,
                                    Shim::instance().generation());
 }

@@ -21,15 +21,16 @@ namespace smc::preload
 // Linux's connect() on a non-blocking socket returns EINPROGRESS and the socket turns writable
 // when the connection is there; programs with many connections (wrk, nginx's upstreams) rely on
 // it, and a handshake that blocked their event loop would serialise them. So, meanwhile, the
-// number refers to a stand-in that is neither readable nor writable; when the handshake ends it
-// refers to the connection's ready descriptor (SMC) or again to the TCP socket (a fallback, or a
-// TCP connect that failed: the socket says how), its epoll registrations moved along
+// number refers to a stand-in that is neither readable nor writable; when the handshake ends the
+// stand-in becomes the connection's ready descriptor (SMC: the number stays where it is, with
+// its epoll registrations), or the number refers again to the TCP socket (a fallback, or a TCP
+// connect that failed: the socket says how), its epoll registrations moved along
 // (Shim::settle). A handshake that fails leaves the TCP socket shut down (the program reads the
 // end of the stream), as if the peer had closed at once; it is logged and counted.
 struct Setup {
-    Setup(net::ReadyFd standIn, UniqueFd tcp, bool server, std::uint64_t generation) noexcept;
+    Setup(net::ReadyFd standIn, UniqueFd tcp, bool server, std::uint64_t generation);
 
-    net::ReadyFd standIn;
+    const std::shared_ptr<net::ReadyFd> standIn; // shared with the connection it becomes
     const UniqueFd tcp; // ours: the handshake runs on it; options and addresses meanwhile
     const bool server;
     const std::uint64_t generation;

@@ -345,7 +345,7 @@ bool Shim::addSetup(int fd, std::shared_ptr<Setup> setup)
 {
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
-    if (!moveLocked(fd, setup->standIn.fd(), s))
+    if (!moveLocked(fd, setup->standIn->fd(), s))
         return false;
     s.setups[fd] = std::move(setup);
     marked_[fd].store(true, std::memory_order_relaxed);
@@ -363,7 +363,7 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
         // Closed meanwhile: by a call we saw (the setup is gone from the table), or by one we
         // did not (closefrom, a raw syscall: the number means another file now).
         if (it != s.setups.end() && it->second.get() == &setup &&
-            sameFile(fd, setup.standIn.fd())) {
+            sameFile(fd, setup.standIn->fd())) {
             // What the program set on the number meanwhile, applied here, where its own
             // F_SETFL and setsockopt look again (fd_hooks.cpp).
             const bool nonBlock = setup.nonBlocking.load();
@@ -372,11 +372,14 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
                 conn->nonBlocking = nonBlock;
                 applyOptions(setup, *conn->impl);
             }
-            moved = moveLocked(fd, file, s);
+            // The stand-in that became the connection's ready descriptor stays.
+            moved = file == setup.standIn->fd() || moveLocked(fd, file, s);
             if (!moved)
                 log("fd %d: cannot move to its connection: %s", fd, std::strerror(errno));
             else
                 conns_[fd] = std::move(conn);
+            // What the connection said meanwhile shows now that a call finds it.
+            setup.standIn->release();
             s.setups.erase(it);
             s.watches.erase(fd);
             tracked_[fd].store(false, std::memory_order_relaxed);
@@ -389,7 +392,8 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
     }
     setup.ended.notify_all();
     // A poll(2) still on the stand-in returns; a number left on it reads the end of a stream.
-    (void)::shutdown(setup.standIn.fd(), SHUT_RDWR);
+    if (!(moved && file == setup.standIn->fd()))
+        (void)::shutdown(setup.standIn->fd(), SHUT_RDWR);
     return moved;
 }
 

@@ -174,7 +174,7 @@ Result<std::size_t> SocketImpl::unread() const
     return path_->unread();
 }
 
-Result<int> SocketImpl::pollFd()
+Result<int> SocketImpl::pollFd(std::shared_ptr<net::ReadyFd> standIn)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
@@ -182,9 +182,13 @@ Result<int> SocketImpl::pollFd()
         return own;
     MutexLocker lock(readyMutex_);
     if (!ready_) {
-        Result<net::ReadyFd> made = net::ReadyFd::create();
-        if (!made)
-            return made.error();
+        std::shared_ptr<net::ReadyFd> made = std::move(standIn);
+        if (!made) {
+            Result<net::ReadyFd> fresh = net::ReadyFd::create();
+            if (!fresh)
+                return fresh.error();
+            made = std::make_shared<net::ReadyFd>(std::move(*fresh));
+        }
         errno = 0; // the calls below fail with errno set, or say nothing (io_error)
         const int events = path_->enableEvents();
         if (events < 0)
@@ -196,7 +200,7 @@ Result<int> SocketImpl::pollFd()
         if (watch < 0)
             return lastError();
         eventWatch_ = watch;
-        ready_ = std::make_unique<net::ReadyFd>(std::move(*made));
+        ready_ = std::move(made);
         readyFd_.store(ready_.get(), std::memory_order_release);
         // A close() that ran meanwhile found no watch to end: end it here (whichever of us
         // takes it from eventWatch_ does).

@@ -45,7 +45,10 @@ public:
     Result<std::size_t> unread() const;
     Result<void> shutdown(Shutdown how);
     void close() noexcept;
-    Result<int> pollFd();
+    // `standIn`: a ready descriptor the caller made already (smc-run's, which the program's
+    // number refers to while the handshake runs), used instead of a new one when there is
+    // none yet.
+    Result<int> pollFd(std::shared_ptr<net::ReadyFd> standIn = nullptr);
     void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
     // How long a blocking recv (and peek) or send waits before timed_out; negative: forever
     // (SO_RCVTIMEO, SO_SNDTIMEO). Start as the options say.
@@ -96,7 +99,7 @@ private:
     std::atomic<int> tcpWatch_{-1};
     std::atomic<int> eventWatch_{-1};
     Mutex readyMutex_; // makes the ready fd once
-    std::unique_ptr<net::ReadyFd> ready_ SMC_GUARDED_BY(readyMutex_);
+    std::shared_ptr<net::ReadyFd> ready_ SMC_GUARDED_BY(readyMutex_);
     std::atomic<net::ReadyFd*> readyFd_{nullptr};
     Mutex refreshMutex_; // one refresh at a time (see refresh())
     // Held while the TCP watch's callback runs, so close() can wait for one that has
