@@ -66,24 +66,25 @@ void ReadyFd::release() noexcept
 
 void ReadyFd::apply(bool readable, bool writable, bool again) noexcept
 {
-    std::array<std::byte, 4096> junk{};
-    if (readable && readable_ && again) { // one byte queued, whatever the pulses before
-        while (::recv(app_.get(), junk.data(), junk.size(), MSG_DONTWAIT) > 0) {
+    std::array<std::byte, 8192> junk{}; // more than a fill or the pulses: one read takes all
+    auto drain = [&junk](int fd) {
+        while (::recv(fd, junk.data(), junk.size(), MSG_DONTWAIT) == ssize_t(junk.size())) {
         }
+    };
+    if (readable && readable_ && again) { // one byte queued, whatever the pulses before
+        drain(app_.get());
         (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (readable != readable_) {
         if (readable)
             (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         else
-            while (::recv(app_.get(), junk.data(), junk.size(), MSG_DONTWAIT) > 0) {
-            }
+            drain(app_.get());
         readable_ = readable;
     }
     if (writable != writable_) {
         if (writable)
-            while (::recv(ours_.get(), junk.data(), junk.size(), MSG_DONTWAIT) > 0) {
-            }
+            drain(ours_.get());
         else
             while (::send(app_.get(), junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
             }

@@ -367,13 +367,15 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
             // What the program set on the number meanwhile, applied here, where its own
             // F_SETFL and setsockopt look again (fd_hooks.cpp).
             const bool nonBlock = setup.nonBlocking.load();
-            setNonBlocking(file, nonBlock);
+            const bool standsIn = file == setup.standIn->fd(); // it has the program's F_SETFL
+            if (!standsIn)
+                setNonBlocking(file, nonBlock);
             if (conn) {
                 conn->nonBlocking = nonBlock;
                 applyOptions(setup, *conn->impl);
             }
             // The stand-in that became the connection's ready descriptor stays.
-            moved = file == setup.standIn->fd() || moveLocked(fd, file, s);
+            moved = standsIn || moveLocked(fd, file, s);
             if (!moved)
                 log("fd %d: cannot move to its connection: %s", fd, std::strerror(errno));
             else
