@@ -267,15 +267,15 @@ Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& op
     return ServerStep(std::move(pending));
 }
 
-Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
-                             const SocketOptions& options)
+Result<ServerStep> serverConfirm(StackCore& stack, int fd, SmcdPending pending,
+                                 const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
     const IsmGid& clientGid = pending.client;
     Result<clc::Message> answer = readClc(fd, deadline);
     if (answer)
         if (const auto* d = std::get_if<clc::Decline>(&*answer))
-            return Outcome(peerDeclined(*d));
+            return ServerStep(Outcome(peerDeclined(*d)));
     const auto* confirm = answer ? std::get_if<clc::Confirm>(&*answer) : nullptr;
     const auto* named = confirm ? std::get_if<clc::SmcdAcceptConfirm>(&confirm->path) : nullptr;
     // A client of this stack may name its own RMB; one that names an RMB of our servers is
@@ -284,10 +284,33 @@ Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
         (clientGid == stack.device().localGid() && stack.isServerRmb(named->token))) {
         return answer ? std::make_error_code(std::errc::protocol_error) : hard(answer.error());
     }
-    Result<RemoteDmb> peer = mapPeer(stack, *named, deadline);
+    RemoteDmb kept = stack.device().takeKeptRemote({named->gid, named->gidExt}, named->token);
+    if (!kept)
+        return ServerStep(SmcdConfirmed{std::move(pending), *named});
+    if (kept.size() != classBytes(named->dmbeSize))
+        return std::make_error_code(std::errc::protocol_error); // not the DMB CLC announced
+    return ServerStep(
+        Outcome(SmcdSetup{std::move(pending.rmb), std::move(kept), clientGid, pending.groupId}));
+}
+
+Result<Outcome> serverMap(StackCore& stack, SmcdConfirmed confirmed, const SocketOptions& options)
+{
+    Result<RemoteDmb> peer = mapPeer(stack, confirmed.named, deadlineAfter(options.clcTimeout));
     if (!peer)
         return peer.error();
-    return Outcome(SmcdSetup{std::move(pending.rmb), std::move(*peer), clientGid, pending.groupId});
+    SmcdPending& p = confirmed.pending;
+    return Outcome(SmcdSetup{std::move(p.rmb), std::move(*peer), p.client, p.groupId});
+}
+
+Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
+                             const SocketOptions& options)
+{
+    Result<ServerStep> step = serverConfirm(stack, fd, std::move(pending), options);
+    if (!step)
+        return step.error();
+    if (auto* confirmed = std::get_if<SmcdConfirmed>(&*step))
+        return serverMap(stack, std::move(*confirmed), options);
+    return std::move(std::get<Outcome>(*step));
 }
 
 namespace

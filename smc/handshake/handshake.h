@@ -107,10 +107,24 @@ struct SmcrParked {
 // caller parks it, FirstContacts::park, and calls serverResume once resumed, or serverGiveUp
 // past its `until`). serverFinish reads the CONFIRM (up to options.clcTimeout) and completes.
 // Errors: serverHandshake's.
-using ServerStep = std::variant<Outcome, SmcdPending, SmcrPending, SmcrParked>;
+// An SMC-D server handshake whose CONFIRM is read and checked, the client's DMB still to be
+// mapped (an attach, which waits for the client's device to answer).
+struct SmcdConfirmed {
+    SmcdPending pending;
+    clc::SmcdAcceptConfirm named;
+};
+
+using ServerStep = std::variant<Outcome, SmcdPending, SmcrPending, SmcrParked, SmcdConfirmed>;
 Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options);
 Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
                              const SocketOptions& options);
+// serverFinish of SMC-D in two halves, so that a caller with a CONFIRM all queued can run the
+// first where it must not wait (the epoll thread): serverConfirm reads and checks it and ends
+// the handshake when the client's DMB is mapped here already (kept, ShmIsm::takeKeptRemote:
+// no wait), or leaves SmcdConfirmed for serverMap, which attaches (up to options.clcTimeout).
+Result<ServerStep> serverConfirm(StackCore& stack, int fd, SmcdPending pending,
+                                 const SocketOptions& options);
+Result<Outcome> serverMap(StackCore& stack, SmcdConfirmed confirmed, const SocketOptions& options);
 Result<Outcome> serverFinish(StackCore& stack, int fd, SmcrPending pending,
                              const SocketOptions& options);
 // SMC-R's step from its request on (serverBegin takes it there too): up to our ACCEPT

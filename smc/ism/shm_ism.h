@@ -152,6 +152,9 @@ public:
     // RemoteCache for the bounds; without memory for it, the mapping goes at once. Never
     // blocks.
     void keepRemote(const IsmGid& owner, RemoteDmb dmb) noexcept;
+    // attachRemote's kept mapping of `owner`'s `token` only: an empty one if there is none.
+    // Never waits.
+    RemoteDmb takeKeptRemote(const IsmGid& owner, DmbToken token);
     // Drops the kept mappings no attach took since the last call.
     void trimRemotes();
 

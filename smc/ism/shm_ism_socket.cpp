@@ -259,10 +259,8 @@ Result<RemoteDmb> ShmIsm::attachRemote(const IsmGid& owner, DmbToken token,
 {
     if (owner.gid != gid_.gid || owner.gidExt == 0)
         return IsmErrc::PeerUnreachable;
-    if (RemoteDmb kept = remotes_.take(owner, token)) {
-        attachesKept_.fetch_add(1, std::memory_order_relaxed);
+    if (RemoteDmb kept = takeKeptRemote(owner, token))
         return kept;
-    }
     const Clock::time_point deadline = Clock::now() + timeout;
     auto remainingMs = [&] {
         const auto left =
@@ -359,6 +357,14 @@ Result<RemoteDmb> ShmIsm::attachRemote(const IsmGid& owner, DmbToken token,
         return lastError();
     // The mapping keeps the memory; the memfd closes here.
     return RemoteDmb(static_cast<std::byte*>(p), size, token, std::move(button), remoteDmbs_);
+}
+
+RemoteDmb ShmIsm::takeKeptRemote(const IsmGid& owner, DmbToken token)
+{
+    RemoteDmb kept = remotes_.take(owner, token);
+    if (kept)
+        attachesKept_.fetch_add(1, std::memory_order_relaxed);
+    return kept;
 }
 
 RemoteDmb& RemoteDmb::operator=(RemoteDmb&& other) noexcept

@@ -30,8 +30,11 @@ Result<void> ListenerImpl::start()
     return {};
 }
 
+thread_local bool ListenerImpl::tlsAccepting = false;
+
 void ListenerImpl::acceptLoop() noexcept
 {
+    tlsAccepting = true;
     std::array<pollfd, 3> fds{pollfd{stop_.fd(), POLLIN, 0}, pollfd{room_->fd(), POLLIN, 0},
                               pollfd{tcp_.get(), POLLIN, 0}};
     bool starved = false;

@@ -108,6 +108,11 @@ private:
     // client's message did not come in time: the handshake decides at once on what is there
     // (as its own wait would have).
     void handshake(UniqueFd fd, bool late) noexcept;
+    // Whether a step that does not wait runs here rather than on the pool.
+    bool stepsHere() const noexcept;
+    static constexpr std::size_t kStepsHereAtMost = 2; // handshakes pending
+    // Set on the accepting thread.
+    static thread_local bool tlsAccepting;
 
     // Runs `step` on the handshake pool, then goes on from where it leaves the handshake.
     using Step = std::function<Result<net::ServerStep>(int fd, const SocketOptions&)>;
