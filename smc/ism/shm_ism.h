@@ -64,7 +64,7 @@ public:
     static constexpr unsigned kListenBacklog = 64;
     // Peers' mappings kept for reuse (keepRemote): at most this many, fewer when the
     // descriptor limit is low (an eighth of it: each holds one fd), half of them of one owner.
-    static constexpr std::size_t kKeptRemotes = 256;
+    static constexpr std::size_t kKeptRemotes = 1024;
 
     // Binds the device's abstract SOCK_SEQPACKET socket (shm::socketName of
     // its GID) and serves attach requests on the executor's epoll thread,
