@@ -336,6 +336,8 @@ Result<Outcome> waitOut(StackCore& stack, int fd, Result<ServerStep> step,
         return serverFinish(stack, fd, std::move(*d), options);
     if (auto* r = std::get_if<SmcrPending>(&*step))
         return serverFinish(stack, fd, std::move(*r), options);
+    if (auto* c = std::get_if<SmcdConfirmed>(&*step))
+        return serverMap(stack, std::move(*c), options);
     auto* parked = std::get_if<SmcrParked>(&*step);
     if (parked == nullptr)
         return std::move(std::get<Outcome>(*step));

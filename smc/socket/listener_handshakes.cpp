@@ -74,9 +74,10 @@ bool ListenerImpl::stepsHere() const noexcept
 void ListenerImpl::handshake(UniqueFd fd, bool late) noexcept
 {
     if (stepsHere()) {
-        const SocketOptions o = options(late);
-        Result<net::ServerStep> step = net::serverBegin(stack_, fd.get(), o);
-        proceed(std::move(fd), std::move(step), o);
+        // No read deadline: the message is all queued, and a header whose length claims more
+        // than comes (a stranger's) must not hold the epoll thread for a CLC timeout.
+        Result<net::ServerStep> step = net::serverBegin(stack_, fd.get(), options(true));
+        proceed(std::move(fd), std::move(step), options(late));
         return;
     }
     run(std::move(fd), late, [this](int f, const SocketOptions& o) {
@@ -136,10 +137,9 @@ template <typename Pending> void ListenerImpl::awaitConfirm(UniqueFd fd, Pending
     awaitMessage(std::move(fd), [this, state](UniqueFd f, bool late) {
         if constexpr (std::is_same_v<Pending, net::SmcdPending>) {
             if (stepsHere()) {
-                const SocketOptions o = options(late);
-                Result<net::ServerStep> step =
-                    net::serverConfirm(stack_, f.get(), std::move(*state), o);
-                proceed(std::move(f), std::move(step), o);
+                Result<net::ServerStep> step = // as handshake(): never a wait here
+                    net::serverConfirm(stack_, f.get(), std::move(*state), options(true));
+                proceed(std::move(f), std::move(step), options(late));
                 return;
             }
         }

@@ -271,6 +271,35 @@ TEST(Socket, NoRoomForAnRmbIsADeclineMem)
     EXPECT_EQ(c2.fallbackReason(), clc::DeclineCode::Mem);
 }
 
+// A header whose length claims more than ever comes holds up only its own connection: the
+// listener's steps on the epoll thread never wait for a peer (the next client's handshake,
+// with a CLC timeout shorter than the listener's, would time out behind it).
+TEST(Socket, AStrangersShortMessageHoldsUpNoOtherHandshake)
+{
+    auto server = makeStack();
+    auto client = makeStack();
+    SocketOptions slow;
+    slow.clcTimeout = 5s;
+    Listener l = std::move(Listener::listen(*server, "127.0.0.1", 0, slow)).value();
+    auto to = net::resolve("127.0.0.1", l.port(), false).value();
+    UniqueFd stranger = std::move(net::connectTcp(to, net::deadlineAfter(5s))).value();
+    // A PROPOSAL header (v2) that claims 0xfff0 bytes; none follow.
+    const std::array<std::byte, 8> head = {std::byte{0xe2}, std::byte{0xd4}, std::byte{0xc3},
+                                           std::byte{0xd9}, std::byte{0x01}, std::byte{0xff},
+                                           std::byte{0xf0}, std::byte{0x20}};
+    ASSERT_TRUE(net::writeAll(stranger.get(), head, net::deadlineAfter(5s)));
+    std::this_thread::sleep_for(50ms); // its header is in before the next client comes
+    SocketOptions quick;
+    quick.clcTimeout = 2s;
+    for (int i = 0; i < 3; ++i) {
+        Result<Socket> c = Socket::connect(*client, "127.0.0.1", l.port(), quick);
+        ASSERT_TRUE(c) << c.error().message();
+        EXPECT_EQ(c->transport(), Transport::SmcD);
+        Socket s = std::move(l.accept(10s)).value();
+        EXPECT_EQ(s.transport(), Transport::SmcD);
+    }
+}
+
 TEST(Socket, MalformedClcGetsADeclineAndLeaksNothing)
 {
     auto stack = makeStack();
