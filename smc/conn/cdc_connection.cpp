@@ -358,9 +358,7 @@ void CdcConnection::close() noexcept
     {
         MutexLocker tx(txMutex_);
         {
-            MutexLocker lock(mutex_);
-            if (cdc_.closed)
-                return;
+            MutexLocker lock(mutex_); // closed is ours to set: none came between (closeMutex_)
             absorb();
             bool sent = false;
             if (!cdc_.aborted) // unread bytes: the peer must not think they arrived (Linux: abort)

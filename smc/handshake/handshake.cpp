@@ -120,15 +120,29 @@ bool usable(StackCore& stack, const clc::AcceptConfirm& m)
            d->dmbeSize <= maxSizeClass(Tech::SmcD);
 }
 
+// `peer` if it is the DMB `d` announced (its size), else protocol_error.
+Result<RemoteDmb> announced(Result<RemoteDmb> peer, const clc::SmcdAcceptConfirm& d)
+{
+    if (peer && peer->size() != classBytes(d.dmbeSize))
+        return std::make_error_code(std::errc::protocol_error);
+    return peer;
+}
+
 Result<RemoteDmb> mapPeer(StackCore& stack, const clc::SmcdAcceptConfirm& d, Deadline deadline)
 {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    Result<RemoteDmb> peer =
-        stack.device().attachRemote({d.gid, d.gidExt}, d.token, std::max(left, 1ms));
-    if (peer && peer->size() != classBytes(d.dmbeSize))
-        return std::make_error_code(std::errc::protocol_error); // not the DMB CLC announced
-    return peer;
+    return announced(stack.device().attachRemote({d.gid, d.gidExt}, d.token, std::max(left, 1ms)),
+                     d);
+}
+
+// The server's SMC-D setup once the client's DMB is mapped.
+Result<Outcome> serverSetup(SmcdConfirmed confirmed, Result<RemoteDmb> peer)
+{
+    if (!peer)
+        return peer.error();
+    SmcdPending& p = confirmed.pending;
+    return Outcome(SmcdSetup{std::move(p.rmb), std::move(*peer), p.client, p.groupId});
 }
 
 } // namespace
@@ -284,22 +298,17 @@ Result<ServerStep> serverConfirm(StackCore& stack, int fd, SmcdPending pending,
         (clientGid == stack.device().localGid() && stack.isServerRmb(named->token))) {
         return answer ? std::make_error_code(std::errc::protocol_error) : hard(answer.error());
     }
+    SmcdConfirmed confirmed{std::move(pending), *named};
     RemoteDmb kept = stack.device().takeKeptRemote({named->gid, named->gidExt}, named->token);
     if (!kept)
-        return ServerStep(SmcdConfirmed{std::move(pending), *named});
-    if (kept.size() != classBytes(named->dmbeSize))
-        return std::make_error_code(std::errc::protocol_error); // not the DMB CLC announced
-    return ServerStep(
-        Outcome(SmcdSetup{std::move(pending.rmb), std::move(kept), clientGid, pending.groupId}));
+        return ServerStep(std::move(confirmed));
+    return lift(serverSetup(std::move(confirmed), announced(std::move(kept), *named)));
 }
 
 Result<Outcome> serverMap(StackCore& stack, SmcdConfirmed confirmed, const SocketOptions& options)
 {
     Result<RemoteDmb> peer = mapPeer(stack, confirmed.named, deadlineAfter(options.clcTimeout));
-    if (!peer)
-        return peer.error();
-    SmcdPending& p = confirmed.pending;
-    return Outcome(SmcdSetup{std::move(p.rmb), std::move(*peer), p.client, p.groupId});
+    return serverSetup(std::move(confirmed), std::move(peer));
 }
 
 Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,

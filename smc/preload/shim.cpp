@@ -356,6 +356,7 @@ bool Shim::addSetup(int fd, std::shared_ptr<Setup> setup)
 bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
 {
     bool moved = false;
+    const bool standsIn = file == setup.standIn->fd(); // the connection's ready descriptor now
     {
         Stripe& s = stripe(fd);
         MutexLocker lock(s.mutex);
@@ -367,8 +368,7 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
             // What the program set on the number meanwhile, applied here, where its own
             // F_SETFL and setsockopt look again (fd_hooks.cpp).
             const bool nonBlock = setup.nonBlocking.load();
-            const bool standsIn = file == setup.standIn->fd(); // it has the program's F_SETFL
-            if (!standsIn)
+            if (!standsIn) // the stand-in has the program's F_SETFL already
                 setNonBlocking(file, nonBlock);
             if (conn) {
                 conn->nonBlocking = nonBlock;
@@ -394,7 +394,7 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
     }
     setup.ended.notify_all();
     // A poll(2) still on the stand-in returns; a number left on it reads the end of a stream.
-    if (!(moved && file == setup.standIn->fd()))
+    if (!(moved && standsIn))
         (void)::shutdown(setup.standIn->fd(), SHUT_RDWR);
     return moved;
 }
