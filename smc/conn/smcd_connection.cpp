@@ -23,7 +23,22 @@ namespace
 constexpr std::size_t kHead = 32; // the CDC at the head of every DMB
 constexpr std::size_t kSeqOffset = cdc::kSmcdDoorbellOffset;
 constexpr std::size_t kWaitOffset = cdc::kSmcdDoorbellOffset + 4;
-constexpr std::uint32_t kWantsEvent = 1u << 31; // in the wait word; the rest counts sleepers
+// In the wait word, whose rest counts sleepers.
+constexpr std::uint32_t kWantsEvent = 1u << 31;
+constexpr std::uint32_t kWantsRoom = 1u << 30;
+constexpr std::uint32_t kFlags = kWantsEvent | kWantsRoom;
+// The pulse word (smcd_connection.h): seen sequence << 8 | pulses promised.
+constexpr std::size_t kPulseOffset = 4;
+constexpr std::uint32_t kPromised = 0xff;
+// Far fewer than fill the ready socket's queue, so a promised pulse always fits.
+constexpr std::uint32_t kMaxPromised = 64;
+
+// A cursor as the pulse word keeps it: bytes from the start, modulo 2^24 (equal cursors of
+// one ring are equal here, and the writer is never more than a ring ahead of the reader).
+std::uint32_t position(const cdc::Cursor& c, std::size_t ringSize) noexcept
+{
+    return static_cast<std::uint32_t>(std::uint64_t{c.wrap} * ringSize + c.count) & 0xffffff;
+}
 
 std::atomic_ref<std::uint32_t> word(std::byte* head, std::size_t offset) noexcept
 {
@@ -98,22 +113,50 @@ bool SmcdConnection::peek(cdc::CdcStream& s) const
 void SmcdConnection::stage(const cdc::CdcMessage& m)
 {
     cdc::publishSmcd(peerHead(), m);
+    changes_.bytes |= m.producer != staged_.producer;
+    changes_.flags |= !(m.connFlags == staged_.connFlags);
+    changes_.room |= m.consumer != staged_.consumer;
+    staged_ = m;
 }
 
 void SmcdConnection::deliver()
 {
-    ringPeer();
+    ringPeer(std::exchange(changes_, Changes{}));
 }
 
-void SmcdConnection::ringPeer() noexcept
+void SmcdConnection::ringPeer(Changes c) noexcept
 {
     // Dekker with the sleeper: our bump, then its word; it sets its word, then reads the bump.
     word(peerHead(), kSeqOffset).fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t wait = word(peerHead(), kWaitOffset).load(std::memory_order_seq_cst);
-    if ((wait & ~kWantsEvent) != 0)
+    if ((wait & ~kFlags) != 0)
         futex(peerHead(), FUTEX_WAKE, INT_MAX, nullptr);
-    if (wait & kWantsEvent)
+    if ((wait & kWantsEvent) == 0)
+        return;
+    bool ring =
+        c.flags || (c.room && (wait & kWantsRoom) != 0) || (!c.bytes && !c.flags && !c.room);
+    if (c.bytes && !ring)
+        ring = !pulse();
+    if (ring)
         setup_.peer.signal();
+}
+
+// Promises, then sends, the pulse for the bytes staged last, unless the peer's reader had
+// read up to them when it last found its ring empty. False: the doorbell must say it instead.
+bool SmcdConnection::pulse() noexcept
+{
+    if (!setup_.peer.canPulse())
+        return false;
+    const std::uint32_t produced = position(staged_.producer, peerRing().size());
+    auto w = word(peerHead(), kPulseOffset);
+    std::uint32_t v = w.load(std::memory_order_seq_cst);
+    do {
+        if ((v & kPromised) >= kMaxPromised)
+            return false; // plenty queued, or switched off
+        if ((v >> 8) == produced)
+            return true; // its reader took these bytes already
+    } while (!w.compare_exchange_weak(v, v + 1, std::memory_order_seq_cst));
+    return setup_.peer.pulse(); // if not, the promise stays unkept and the reader stops pulses
 }
 
 // --- Waiting on our doorbell --------------------------------------------------------------
@@ -212,7 +255,7 @@ void SmcdConnection::release() noexcept
     device_.keepRemote(setup_.peerGid, std::move(setup_.peer));
 }
 
-int SmcdConnection::enableEvents() noexcept
+int SmcdConnection::enableEvents(int pulse) noexcept
 {
     MutexLocker lock(mutex_);
     if (cdc_.closed) { // our DMB may be gone: closed reads as readable and writable anyway
@@ -221,9 +264,60 @@ int SmcdConnection::enableEvents() noexcept
     }
     if (!eventsWanted_) {
         eventsWanted_ = true;
+        // Offered before the bit: a peer that sees the bit finds the offer. Without one (no
+        // fds) pulses are off and the peer rings the doorbell for everything.
+        const bool offered = pulse >= 0 && device_.offer(shown_.dmbToken, pulse);
+        word(ownHead(), kPulseOffset).store(offered ? 0 : kPromised, std::memory_order_seq_cst);
+        pulsing_.store(offered, std::memory_order_relaxed);
         word(ownHead(), kWaitOffset).fetch_or(kWantsEvent, std::memory_order_seq_cst);
     }
     return device_.signalFd(shown_.dmbToken);
+}
+
+std::optional<unsigned> SmcdConnection::settlePulses() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (cdc_.closed || !pulsing_.load(std::memory_order_relaxed))
+        return std::nullopt;
+    absorb();
+    if (cdc_.stream.readable() > 0)
+        return std::nullopt;
+    // Read up to here: a writer that staged no further sends no pulse from now on.
+    const std::uint32_t seen = position(cdc_.stream.consumer(), cdc_.stream.ringSize()) << 8;
+    auto w = word(ownHead(), kPulseOffset);
+    std::uint32_t v = w.load(std::memory_order_seq_cst);
+    while (!w.compare_exchange_weak(v, seen, std::memory_order_seq_cst)) {
+    }
+    return v & kPromised;
+}
+
+bool SmcdConnection::pulsesPromised() const noexcept
+{
+    MutexLocker lock(mutex_);
+    return !cdc_.closed &&
+           (word(ownHead(), kPulseOffset).load(std::memory_order_seq_cst) & kPromised) != 0;
+}
+
+void SmcdConnection::stopPulses() noexcept
+{
+    MutexLocker lock(mutex_);
+    pulsing_.store(false, std::memory_order_relaxed);
+    if (!cdc_.closed)
+        word(ownHead(), kPulseOffset).store(kPromised, std::memory_order_seq_cst);
+}
+
+void SmcdConnection::awaitRoom(bool on) noexcept
+{
+    if (roomWanted_.exchange(on, std::memory_order_relaxed) == on)
+        return;
+    MutexLocker lock(mutex_);
+    if (cdc_.closed)
+        return;
+    // seq_cst: set before the caller looks at the room again (Dekker with ringPeer).
+    if (on)
+        word(ownHead(), kWaitOffset).fetch_or(kWantsRoom, std::memory_order_seq_cst);
+    else
+        word(ownHead(), kWaitOffset).fetch_and(~kWantsRoom, std::memory_order_seq_cst);
 }
 
 void SmcdConnection::drainEvents() noexcept

@@ -2,10 +2,12 @@
 // SmcdConnection: one SMC-D connection's data path, our DMB and the peer's, mapped here.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "smc/conn/cdc_connection.h"
@@ -21,10 +23,17 @@ namespace smc::net
 //
 // The doorbell (bytes 24..31 of a DMB head, reserved in the CDC's SMC-D layout): a 32-bit
 // sequence the writer bumps after each CDC, and a 32-bit word the owner sets while it
-// sleeps on that sequence (a futex: the memory is shared), plus a bit that asks for the
-// DMB's ISM doorbell too (an application polling its socket). A peer can only stall its own
-// connection with these: every wait has the caller's deadline, and the peer's death wakes
-// us from our own side (the TCP socket).
+// sleeps on that sequence (a futex: the memory is shared), plus two bits for an application
+// that polls its socket: one asks for signals at all, one for a signal when room is freed.
+// The owner then offers the peer its ready socket (ShmIsm::offer), and the pulse word
+// (bytes 4..7, reserved too) says which of the peer's CDCs need a pulse on it: where the
+// owner's reader had read up to when it last found its ring empty (24 bits), and the pulses
+// promised since (8 bits; at kMaxPromised or more the peer rings the doorbell instead, which
+// is how the owner switches pulses off). A CDC whose bytes end elsewhere gets a pulse, the
+// rest the DMB's ISM doorbell (close flags; room freed while asked), which our executor
+// turns into readiness. A peer can only stall its own connection with these:
+// every wait has the caller's deadline or a short patience, and the peer's death wakes us
+// from our own side (the TCP socket).
 class SmcdConnection final : public CdcConnection
 {
 public:
@@ -38,11 +47,17 @@ public:
     // is dropped.
     ~SmcdConnection() override;
 
-    // DataPath. Never blocks but for the caller's deadline. enableEvents(): asks the peer to
-    // signal our DMB's ISM doorbell too, and returns it.
+    // DataPath. Never blocks but for the caller's deadline. enableEvents(): offers the peer
+    // `pulse` for its bytes (if it cannot, the peer rings the doorbell for those too), asks
+    // it to signal, and returns our DMB's ISM doorbell.
     void peerGone() noexcept override;
-    int enableEvents() noexcept override;
+    int enableEvents(int pulse) noexcept override;
     void drainEvents() noexcept override;
+    bool pulsing() const noexcept override { return pulsing_.load(std::memory_order_relaxed); }
+    std::optional<unsigned> settlePulses() noexcept override;
+    bool pulsesPromised() const noexcept override;
+    void stopPulses() noexcept override;
+    void awaitRoom(bool on) noexcept override;
 
 private:
     SmcdConnection(ShmIsm& device, SmcdSetup setup, cdc::CdcStream stream,
@@ -69,7 +84,14 @@ private:
     void release() noexcept override;
     void describe(ConnectionInfo& info) const override;
 
-    void ringPeer() noexcept;
+    // What the CDCs staged since the last delivery changed for the peer.
+    struct Changes {
+        bool bytes = false; // the producer cursor moved
+        bool flags = false; // the connection flags (close, abort)
+        bool room = false;  // the consumer cursor moved
+    };
+    void ringPeer(Changes c) noexcept SMC_REQUIRES(txMutex_);
+    bool pulse() noexcept SMC_REQUIRES(txMutex_);
 
     ShmIsm& device_;
     // What smcss shows of the DMBs, kept apart: close() lets go of them, smcss may still ask.
@@ -82,6 +104,10 @@ private:
     SmcdSetup setup_; // our DMB and the peer's mapping, until close()
     const std::chrono::microseconds busyPoll_;
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
+    std::atomic<bool> pulsing_{false};    // the peer took (or will take) our offer
+    std::atomic<bool> roomWanted_{false}; // our kWantsRoom bit, as last set
+    cdc::CdcMessage staged_ SMC_GUARDED_BY(txMutex_);
+    Changes changes_ SMC_GUARDED_BY(txMutex_);
 };
 
 } // namespace smc::net

@@ -324,7 +324,7 @@ bool SmcrConnection::sendStalled() const
     return lostLinkAt_ && *lostLinkAt_ == moves_;
 }
 
-int SmcrConnection::enableEvents() noexcept
+int SmcrConnection::enableEvents(int /*pulse*/) noexcept
 {
     MutexLocker lock(mutex_);
     if (!events_)

@@ -65,7 +65,7 @@ public:
     // link; it gets a grace period (while CDCs keep coming) on the group's executor, then
     // the abort. Never blocks. enableEvents(): an eventfd, -1 if it cannot be made.
     void peerGone() noexcept override;
-    int enableEvents() noexcept override;
+    int enableEvents(int pulse) noexcept override;
     void drainEvents() noexcept override;
 
     SmcrStats stats() const;

@@ -41,7 +41,7 @@ public:
     bool abandoned() const override;
     bool writable() const override;
     void fillInfo(ConnectionInfo& info) const override;
-    int enableEvents() noexcept override { return -1; }
+    int enableEvents(int /*pulse*/) noexcept override { return -1; }
     void drainEvents() noexcept override {}
     int ownPollFd() const noexcept override { return fd_; }
 

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstring>
 
 #include "base/sys_error.h"
 
@@ -49,6 +50,81 @@ std::uint64_t drain(int ear) noexcept
             break;
     }
     return rings;
+}
+
+namespace
+{
+
+// The one descriptor of an offer waiting at `button`, or an empty one (none, or not one).
+UniqueFd receiveOffer(int button, bool& any) noexcept
+{
+    char byte;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(4 * sizeof(int))> control{};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    any = ::recvmsg(button, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) >= 0;
+    UniqueFd first;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); any && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < count; ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            UniqueFd got(fd); // all but the first close here
+            if (!first)
+                first = std::move(got);
+        }
+    }
+    return first;
+}
+
+} // namespace
+
+Result<void> offer(int ear, int fd) noexcept
+{
+    char byte = 0;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    if (::sendmsg(ear, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        return lastError();
+    return {};
+}
+
+void dropOffers(int button) noexcept
+{
+    bool any = true;
+    for (unsigned n = 0; any && n < kMaxDrain; ++n)
+        (void)receiveOffer(button, any);
+}
+
+UniqueFd takeOffer(int button) noexcept
+{
+    bool any = false;
+    UniqueFd fd = receiveOffer(button, any);
+    int domain = 0, type = 0;
+    socklen_t length = sizeof domain;
+    if (!fd || ::getsockopt(fd.get(), SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 ||
+        domain != AF_UNIX)
+        return {};
+    length = sizeof type;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM)
+        return {};
+    return fd;
 }
 
 bool isButton(int fd) noexcept

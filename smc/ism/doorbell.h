@@ -35,4 +35,14 @@ std::uint64_t drain(int ear) noexcept;
 // Whether `fd` can be a button: a Unix datagram socket (what an owner's reply must carry).
 bool isButton(int fd) noexcept;
 
+// The other way, from the owner to whoever holds the button: a descriptor the button's holder
+// may ring directly instead (a connection's ready socket, so that a peer's news wakes the
+// application's poll with no thread of ours in between). offer() sends `fd` from `ear`;
+// dropOffers() takes back (and closes) what nobody took, through the owner's own copy of the
+// button; takeOffer() is the ringer's side: the first offer waiting, if it is a Unix stream
+// socket (anything else is closed). None blocks. Errors of offer: sendmsg's errno.
+Result<void> offer(int ear, int fd) noexcept;
+void dropOffers(int button) noexcept;
+UniqueFd takeOffer(int button) noexcept;
+
 } // namespace smc::doorbell

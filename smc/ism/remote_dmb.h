@@ -36,6 +36,13 @@ public:
     // Raises the owner's interrupt: rings its doorbell. Never blocks, whatever
     // the owner did to it; a full queue or a dead owner is ignored.
     void signal() noexcept;
+    // Pulses: whether the owner offered a descriptor for them (doorbell::offer,
+    // taken at the first call of a connection), and one byte sent into it;
+    // false if that failed (the offer is then dropped). Never block.
+    bool canPulse() noexcept;
+    bool pulse() noexcept;
+    // The owner's offer belongs to one connection: the next one looks again.
+    void forgetOffer() noexcept;
     // Unmaps and closes now.
     void reset() noexcept;
 
@@ -53,6 +60,8 @@ private:
     std::size_t size_ = 0;
     DmbToken token_ = 0;
     UniqueFd button_;                                  // the owner's doorbell (doorbell.h)
+    UniqueFd direct_;                                  // what the owner offered, if it did
+    bool looked_ = false;                              // for an offer, once per connection
     std::shared_ptr<std::atomic<std::uint64_t>> live_; // the device's count of these
 };
 

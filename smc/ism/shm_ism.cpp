@@ -209,6 +209,7 @@ void ShmIsm::dropGrant(DmbToken token)
 
 void ShmIsm::keepRemote(const IsmGid& owner, RemoteDmb dmb) noexcept
 {
+    dmb.forgetOffer();
     try {
         remotes_.keep(owner, std::move(dmb));
     } catch (const std::bad_alloc&) { // not kept: unmapped now
@@ -218,6 +219,16 @@ void ShmIsm::keepRemote(const IsmGid& owner, RemoteDmb dmb) noexcept
 void ShmIsm::trimRemotes()
 {
     remotes_.trim();
+}
+
+Result<void> ShmIsm::offer(DmbToken token, int fd)
+{
+    MutexLocker lock(mutex_);
+    const Dmb* dmb = find(token);
+    if (dmb == nullptr)
+        return IsmErrc::UnknownToken;
+    doorbell::dropOffers(dmb->bell.button.get()); // a last connection's, never taken
+    return doorbell::offer(dmb->bell.ear.get(), fd);
 }
 
 int ShmIsm::signalFd(DmbToken token) const noexcept

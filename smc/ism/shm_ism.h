@@ -158,6 +158,13 @@ public:
     // Drops the kept mappings no attach took since the last call.
     void trimRemotes();
 
+    // Offers `fd` (a Unix stream socket) to whoever rings the DMB, for its news
+    // (RemoteDmb::signal): the connection that holds the DMB now. What an
+    // earlier connection offered and nobody took goes first. Call it before
+    // the peer may ring (before asking for signals). Errors:
+    // IsmErrc::UnknownToken, sendmsg's errno. Takes the device's short lock;
+    // never blocks.
+    Result<void> offer(DmbToken token, int fd);
     // The doorbell a peer's RemoteDmb::signal() rings (readable after a
     // signal), or -1 for an unknown token. Changes on revoke. Poll it; read
     // it only with drainSignals().

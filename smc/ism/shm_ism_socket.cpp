@@ -375,6 +375,8 @@ RemoteDmb& RemoteDmb::operator=(RemoteDmb&& other) noexcept
         size_ = std::exchange(other.size_, 0);
         token_ = std::exchange(other.token_, 0);
         button_ = std::move(other.button_);
+        direct_ = std::move(other.direct_);
+        looked_ = std::exchange(other.looked_, false);
         live_ = std::move(other.live_);
     }
     return *this;
@@ -386,6 +388,30 @@ void RemoteDmb::signal() noexcept
         doorbell::ring(button_.get());
 }
 
+bool RemoteDmb::canPulse() noexcept
+{
+    if (!looked_ && button_) { // the owner offered before it asked for signals
+        looked_ = true;
+        direct_ = doorbell::takeOffer(button_.get());
+    }
+    return static_cast<bool>(direct_);
+}
+
+bool RemoteDmb::pulse() noexcept
+{
+    const char one = 1;
+    if (direct_ && ::send(direct_.get(), &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+        return true;
+    direct_.reset();
+    return false;
+}
+
+void RemoteDmb::forgetOffer() noexcept
+{
+    direct_.reset();
+    looked_ = false;
+}
+
 void RemoteDmb::reset() noexcept
 {
     if (data_ != nullptr)
@@ -394,6 +420,7 @@ void RemoteDmb::reset() noexcept
     size_ = 0;
     token_ = 0;
     button_.reset();
+    forgetOffer();
     if (live_)
         live_->fetch_sub(1, std::memory_order_relaxed);
     live_.reset();

@@ -2,9 +2,12 @@
 // ReadyFd: readiness we set on a socket pair end, for the application's poll loop.
 #include "smc/net/ready_fd.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <utility>
 
 #include "smc/net/tcp.h"
@@ -34,20 +37,68 @@ ReadyFd::ReadyFd(ReadyFd&& other) noexcept
     MutexLocker mine(mutex_);
     readable_ = other.readable_;
     writable_ = other.writable_;
+    counting_ = other.counting_;
+    owed_ = other.owed_;
     held_ = other.held_;
     wanted_ = other.wanted_;
 }
 
 ReadyFd::~ReadyFd() = default;
 
-void ReadyFd::set(bool readable, bool writable, bool again) noexcept
+void ReadyFd::set(bool readable, bool writable, bool again, bool promised) noexcept
 {
     MutexLocker lock(mutex_);
     if (held_) {
-        wanted_ = Wanted{readable, writable, again || (wanted_ && wanted_->again)};
+        wanted_ = Wanted{readable, writable, again || (wanted_ && wanted_->again), promised};
         return;
     }
-    apply(readable, writable, again);
+    apply(readable, writable, again, promised);
+}
+
+void ReadyFd::count(bool on) noexcept
+{
+    MutexLocker lock(mutex_);
+    if (counting_ == on)
+        return;
+    counting_ = on;
+    owed_ = 0;
+    readable_ = true; // off: whatever is queued goes at the next "not readable"
+}
+
+bool ReadyFd::counting() const noexcept
+{
+    MutexLocker lock(mutex_);
+    return counting_;
+}
+
+void ReadyFd::expect(unsigned pulses) noexcept
+{
+    MutexLocker lock(mutex_);
+    owed_ += pulses;
+}
+
+bool ReadyFd::settle(std::chrono::milliseconds patience) noexcept
+{
+    MutexLocker lock(mutex_);
+    const auto until = std::chrono::steady_clock::now() + patience;
+    std::array<std::byte, 256> junk{};
+    while (owed_ > 0) {
+        const ssize_t n = ::recv(app_.get(), junk.data(), std::min<std::size_t>(owed_, junk.size()),
+                                 MSG_DONTWAIT);
+        if (n > 0) {
+            owed_ -= static_cast<unsigned>(n);
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            return false;
+        const auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0)
+            return false;
+        pollfd p{app_.get(), POLLIN, 0};
+        (void)::poll(&p, 1, static_cast<int>(left.count()));
+    }
+    return true;
 }
 
 void ReadyFd::hold() noexcept
@@ -61,21 +112,31 @@ void ReadyFd::release() noexcept
     MutexLocker lock(mutex_);
     held_ = false;
     if (const std::optional<Wanted> w = std::exchange(wanted_, std::nullopt))
-        apply(w->readable, w->writable, w->again);
+        apply(w->readable, w->writable, w->again, w->promised);
+    // Counted, a peer's pulses may have come while held, and an edge-triggered program woken
+    // by them then found nothing (the call said EAGAIN): one more byte, its edge, now.
+    char byte;
+    if (counting_ && ::recv(app_.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1 &&
+        ::send(ours_.get(), &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+        ++owed_;
 }
 
-void ReadyFd::apply(bool readable, bool writable, bool again) noexcept
+void ReadyFd::apply(bool readable, bool writable, bool again, bool promised) noexcept
 {
     std::array<std::byte, 8192> junk{}; // more than a fill or the pulses: one read takes all
     auto drain = [&junk](int fd) {
         while (::recv(fd, junk.data(), junk.size(), MSG_DONTWAIT) == ssize_t(junk.size())) {
         }
     };
-    if (readable && readable_ && again) { // one byte queued, whatever the pulses before
+    if (counting_) {
+        if (readable && (again || (owed_ == 0 && !promised)) &&
+            ::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+            ++owed_;
+    } else if (readable && readable_ && again) { // one byte queued, whatever the pulses before
         drain(app_.get());
         (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    if (readable != readable_) {
+    if (!counting_ && readable != readable_) {
         if (readable)
             (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         else

@@ -2,6 +2,7 @@
 // ReadyFd: a descriptor whose poll readiness (readable, writable) the library sets.
 #pragma once
 
+#include <chrono>
 #include <optional>
 
 #include "base/mutex.h"
@@ -24,11 +25,29 @@ public:
     ~ReadyFd();
 
     int fd() const noexcept { return app_.get(); }
+    // Our end: a byte sent into it makes fd() readable. A peer that holds a copy (pulses:
+    // the SMC-D peer wakes the application itself) may also read our fill from it (fd() looks
+    // writable early: only its own connection loses) or shut it down (settle() fails).
+    int pulseFd() const noexcept { return ours_.get(); }
+
+    // Counted mode, for pulses: every byte on fd() is owed to someone, ours (set()) and the
+    // peer's (expect()), and settle() takes exactly what is owed, never a byte more: a pulse
+    // that comes for new bytes while we settle stays, and keeps fd() readable. set() then
+    // never drains (only settle() does, on the reading thread). Starts off; turning it off
+    // makes the next set() that is not readable drain everything.
+    void count(bool on) noexcept;
+    bool counting() const noexcept;
+    void expect(unsigned pulses) noexcept;
+    // Takes what is owed, waiting up to `patience` for bytes still on their way. False if
+    // they did not come or the other end was shut down (the peer broke its promise).
+    bool settle(std::chrono::milliseconds patience) noexcept;
     // Idempotent; a few syscalls when something changes, none otherwise. `again`: the peer
     // sent something (or may have): a readable fd that stays readable turns readable anew, as
     // a TCP socket does for each arrival, since an edge-triggered poller that decided from
     // FIONREAD that it read everything (nginx) waits for that edge. Never blocks.
-    void set(bool readable, bool writable, bool again = false) noexcept;
+    // Counted: a byte is sent when readable, unless one is owed already or `promised` (the
+    // peer's pulse is on its way), or for `again`.
+    void set(bool readable, bool writable, bool again = false, bool promised = false) noexcept;
     // While held, set() only remembers what it was asked, and release() does the last of it:
     // the number of a connection still being set up shows nothing before the connection is
     // there to answer (smc-run). Never blocks.
@@ -37,14 +56,17 @@ public:
 
 private:
     ReadyFd(UniqueFd app, UniqueFd ours) noexcept;
-    void apply(bool readable, bool writable, bool again) noexcept SMC_REQUIRES(mutex_);
+    void apply(bool readable, bool writable, bool again, bool promised) noexcept
+        SMC_REQUIRES(mutex_);
     UniqueFd app_;
     UniqueFd ours_;
-    Mutex mutex_;
+    mutable Mutex mutex_;
     bool readable_ SMC_GUARDED_BY(mutex_) = false;
     bool writable_ SMC_GUARDED_BY(mutex_) = true;
+    bool counting_ SMC_GUARDED_BY(mutex_) = false;
+    unsigned owed_ SMC_GUARDED_BY(mutex_) = 0; // counted: bytes sent or promised, not taken
     struct Wanted {
-        bool readable, writable, again;
+        bool readable, writable, again, promised;
     };
     bool held_ SMC_GUARDED_BY(mutex_) = false;
     std::optional<Wanted> wanted_ SMC_GUARDED_BY(mutex_); // set() while held

@@ -15,6 +15,12 @@ namespace smc
 using net::Clock;
 using net::Deadline;
 
+namespace
+{
+// How long a receive waits for a pulse the peer promised (see refresh()).
+constexpr std::chrono::milliseconds kPulsePatience{20};
+} // namespace
+
 SocketImpl::SocketImpl(StackCore& stack, UniqueFd tcp, bool server, const SocketOptions& options,
                        std::optional<clc::DeclineCode> fallback, bool skipPeerClc)
     : stack_(stack), tcp_(std::move(tcp)), server_(server), options_(options), fallback_(fallback),
@@ -66,7 +72,7 @@ bool SocketImpl::abandoned() const noexcept
     return closed_ || path_->abandoned();
 }
 
-void SocketImpl::refresh(bool peerEvent) noexcept
+void SocketImpl::refresh(bool peerEvent, bool consumed) noexcept
 {
     net::ReadyFd* ready = readyFd_.load(std::memory_order_acquire);
     if (ready == nullptr || closed_)
@@ -74,7 +80,30 @@ void SocketImpl::refresh(bool peerEvent) noexcept
     // Look and set as one step: the application's thread and the epoll thread both refresh,
     // and an older look set after a newer one would lose a wakeup.
     MutexLocker lock(refreshMutex_);
-    ready->set(path_->readable(), path_->writable(), peerEvent);
+    bool counting = ready->counting();
+    if (counting && consumed) {
+        // The ring is empty: the pulses promised for what we read go (DataPath::settlePulses).
+        // A pulse is a system call away from its promise; one that does not come in
+        // kPulsePatience is a broken promise, and the connection goes back to the doorbell.
+        if (const std::optional<unsigned> promised = path_->settlePulses()) {
+            ready->expect(*promised);
+            if (!ready->settle(kPulsePatience)) {
+                path_->stopPulses();
+                ready->count(false);
+                counting = false;
+            }
+        }
+    }
+    bool writable = path_->writable();
+    if (!writable) {
+        // The peer signals the room it frees while asked (SMC-D): asked first, then a second
+        // look, or room freed in between would go unsaid.
+        path_->awaitRoom(true);
+        writable = path_->writable();
+    } else {
+        path_->awaitRoom(false);
+    }
+    ready->set(path_->readable(), writable, peerEvent, counting && path_->pulsesPromised());
 }
 
 Result<std::size_t> SocketImpl::send(std::span<const std::byte> data, SendFlags flags)
@@ -95,7 +124,7 @@ Result<std::size_t> SocketImpl::recv(std::span<std::byte> into)
         return std::make_error_code(std::errc::not_connected);
     Result<std::size_t> n = path_->recv(
         into, net::deadlineAfter(std::chrono::milliseconds(recvTimeout_.load())), nonBlocking_);
-    refresh();
+    refresh(false, true);
     return n;
 }
 
@@ -106,7 +135,7 @@ Result<RecvView> SocketImpl::recvZeroCopy(std::span<std::byte> copyBuffer)
     Result<RecvView> v = path_->recvView(
         copyBuffer, options_.zeroCopyThreshold,
         net::deadlineAfter(std::chrono::milliseconds(recvTimeout_.load())), nonBlocking_);
-    refresh();
+    refresh(false, true);
     return v;
 }
 
@@ -115,7 +144,7 @@ Result<void> SocketImpl::releaseView()
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
     Result<void> r = path_->releaseView();
-    refresh();
+    refresh(false, true);
     return r;
 }
 
@@ -190,9 +219,10 @@ Result<int> SocketImpl::pollFd(std::shared_ptr<net::ReadyFd> standIn)
             made = std::make_shared<net::ReadyFd>(std::move(*fresh));
         }
         errno = 0; // the calls below fail with errno set, or say nothing (io_error)
-        const int events = path_->enableEvents();
+        const int events = path_->enableEvents(made->pulseFd());
         if (events < 0)
             return lastError();
+        made->count(path_->pulsing());
         const int watch = stack_.executor().watch(events, [this] {
             path_->drainEvents();
             refresh(true);

@@ -281,7 +281,7 @@ TEST_F(SmcrConnections, NonBlockingCallsSayTryAgain)
     }
     EXPECT_EQ(sent, c.sc->rmb.size());
     EXPECT_FALSE(c.client->writable());
-    const int fd = c.client->enableEvents();
+    const int fd = c.client->enableEvents(-1);
     EXPECT_GE(fd, 0);
     std::vector<std::byte> in(sent);
     std::size_t got = 0;

@@ -78,8 +78,9 @@ public:
 
 private:
     // The ready fd in step with the connection; `peerEvent`: the peer did something (see
-    // net::ReadyFd::set's `again`).
-    void refresh(bool peerEvent = false) noexcept;
+    // net::ReadyFd::set's `again`); `consumed`: a receive took bytes (the peer's own pulses
+    // may have to go, DataPath::pulsesDirectly).
+    void refresh(bool peerEvent = false, bool consumed = false) noexcept;
     void onTcpReadable() noexcept;
 
     StackCore& stack_;
