@@ -44,6 +44,7 @@ struct ConnectionInfo {
     std::size_t peerRmbBytes = 0; // the peer's, where we write
     std::uint64_t dmbToken = 0;   // SMC-D: ours
     std::uint64_t peerDmbToken = 0;
+    bool pulses = false;     // SMC-D: the peer wakes our descriptor itself (no thread of ours)
     std::uint32_t token = 0; // SMC-R: our alert token
     std::uint32_t peerToken = 0;
     std::uint8_t linkId = 0;        // SMC-R: the link it rides now

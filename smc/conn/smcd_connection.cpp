@@ -333,6 +333,7 @@ void SmcdConnection::describe(ConnectionInfo& info) const
     info.peerRmbBytes = shown_.peerRmbBytes;
     info.dmbToken = shown_.dmbToken;
     info.peerDmbToken = shown_.peerDmbToken;
+    info.pulses = pulsing_.load(std::memory_order_relaxed);
 }
 
 } // namespace smc::net

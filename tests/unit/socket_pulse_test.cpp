@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: MIT
+// Pulses: an SMC-D peer wakes our descriptor itself, readable exactly while there are bytes;
+// and the counted ready descriptor under them.
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "smc/net/ready_fd.h"
+#include "smc/socket/socket.h"
+#include "tests/libtest/socket_stream.h"
+
+namespace smc
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<SmcStack> makeStack()
+{
+    return std::move(SmcStack::create({})).value();
+}
+
+bool readable(int fd, int timeoutMs)
+{
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, timeoutMs) == 1;
+}
+
+int queued(int fd)
+{
+    int n = -1;
+    ::ioctl(fd, FIONREAD, &n);
+    return n;
+}
+
+// A request, then its answer, 2,000 times: each poll that says readable has bytes for the
+// next recv, and a descriptor read to the end is not readable any more, as a TCP socket.
+TEST(Pulses, ADescriptorIsReadableExactlyWhileThereAreBytes)
+{
+    auto server = makeStack();
+    auto client = makeStack();
+    test::SocketPair p = test::connectPair(*server, *client);
+    ASSERT_EQ(p.server.transport(), Transport::SmcD);
+    p.server.setNonBlocking(true);
+    p.client.setNonBlocking(true);
+    const int fds[2] = {p.client.pollFd().value(), p.server.pollFd().value()};
+    EXPECT_TRUE(p.client.info().pulses);
+    EXPECT_TRUE(p.server.info().pulses);
+    Socket* ends[2] = {&p.client, &p.server};
+    std::mt19937 rng(7);
+    std::array<std::byte, 4096> buf{};
+    for (int round = 0; round < 2000; ++round) {
+        const int to = round % 2;
+        const std::vector<std::byte> message(1 + rng() % 1000, std::byte(round));
+        ASSERT_EQ(ends[1 - to]->send(message).value(), message.size());
+        std::size_t got = 0;
+        while (got < message.size()) {
+            ASSERT_TRUE(readable(fds[to], 5000)) << "round " << round;
+            Result<std::size_t> n = ends[to]->recv(buf);
+            ASSERT_TRUE(n) << "readable, yet " << n.error().message() << ", round " << round;
+            got += *n;
+        }
+        ASSERT_EQ(got, message.size());
+        ASSERT_FALSE(readable(fds[to], 0)) << "read to the end, round " << round;
+    }
+}
+
+// A writer that never waits for the reader, in pieces of any size: no wake-up is lost (the
+// reader's poll never times out), none is empty (a recv after it never says EAGAIN), and the
+// bytes come in order.
+TEST(Pulses, AWriterThatNeverWaitsLosesNoWakeupAndMakesNoEmptyOne)
+{
+    auto server = makeStack();
+    auto client = makeStack();
+    test::SocketPair p = test::connectPair(*server, *client);
+    ASSERT_EQ(p.server.transport(), Transport::SmcD);
+    p.server.setNonBlocking(true);
+    const int fd = p.server.pollFd().value();
+    ASSERT_TRUE(p.client.pollFd()); // its writability wants room signals too
+    constexpr std::size_t kTotal = 8u << 20;
+    std::thread writer([&] {
+        std::mt19937 rng(11);
+        std::vector<std::byte> piece(3000);
+        std::size_t at = 0;
+        while (at < kTotal) {
+            const std::size_t n = std::min<std::size_t>(1 + rng() % piece.size(), kTotal - at);
+            for (std::size_t i = 0; i < n; ++i)
+                piece[i] = static_cast<std::byte>((at + i) % 251);
+            std::span<const std::byte> left(piece.data(), n);
+            while (!left.empty()) {
+                Result<std::size_t> sent = p.client.send(left);
+                if (!sent)
+                    return;
+                left = left.subspan(*sent);
+            }
+            at += n;
+            if (rng() % 16 == 0)
+                std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50));
+        }
+    });
+    std::size_t got = 0;
+    std::size_t empty = 0;
+    bool inOrder = true;
+    std::vector<std::byte> buf(1 + 50'000);
+    while (got < kTotal) {
+        if (!readable(fd, 5000))
+            break;
+        Result<std::size_t> n = p.server.recv(std::span(buf).first(1 + got % buf.size()));
+        if (!n) {
+            ++empty;
+            continue;
+        }
+        for (std::size_t i = 0; i < *n; ++i)
+            inOrder = inOrder && buf[i] == static_cast<std::byte>((got + i) % 251);
+        got += *n;
+    }
+    writer.join();
+    EXPECT_EQ(got, kTotal) << "a wake-up was lost";
+    EXPECT_EQ(empty, 0u) << "woken with nothing to read";
+    EXPECT_TRUE(inOrder);
+    EXPECT_FALSE(readable(fd, 0));
+    EXPECT_TRUE(p.server.info().pulses) << "every promise was kept";
+}
+
+// --- The counted ready descriptor -------------------------------------------------------
+
+// What settle() takes is what was owed: ours and the pulses promised before; a pulse that
+// came for later bytes stays, and keeps the descriptor readable.
+TEST(CountedReadyFd, SettleTakesWhatIsOwedAndNotAByteMore)
+{
+    net::ReadyFd r = std::move(net::ReadyFd::create()).value();
+    r.count(true);
+    EXPECT_FALSE(readable(r.fd(), 0));
+    r.set(true, true);
+    r.set(true, true); // owed already: no second byte
+    EXPECT_EQ(queued(r.fd()), 1);
+    r.set(true, true, false, true); // the peer's pulse is on its way: none either
+    EXPECT_EQ(queued(r.fd()), 1);
+    const char pulses[3] = {1, 1, 1};
+    ASSERT_EQ(::send(r.pulseFd(), pulses, 2, MSG_DONTWAIT), 2);
+    r.expect(2);
+    ASSERT_EQ(::send(r.pulseFd(), pulses, 1, MSG_DONTWAIT), 1); // promised after the settle
+    EXPECT_TRUE(r.settle(1s));
+    EXPECT_EQ(queued(r.fd()), 1);
+    r.set(false, true); // never drains: only settle() does
+    EXPECT_EQ(queued(r.fd()), 1);
+    r.expect(1);
+    EXPECT_TRUE(r.settle(1s));
+    EXPECT_FALSE(readable(r.fd(), 0));
+}
+
+// A pulse promised and not sent costs one wait of the patience, then settle() says so; with
+// counting off, the next "not readable" takes what came late.
+TEST(CountedReadyFd, APromiseNotKeptFailsAfterThePatience)
+{
+    net::ReadyFd r = std::move(net::ReadyFd::create()).value();
+    r.count(true);
+    r.expect(1);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(r.settle(30ms));
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, 30ms);
+    EXPECT_LT(waited, 10s);
+    const char late = 1;
+    ASSERT_EQ(::send(r.pulseFd(), &late, 1, MSG_DONTWAIT), 1);
+    r.count(false);
+    r.set(false, true);
+    EXPECT_FALSE(readable(r.fd(), 0));
+    r.set(true, true);
+    EXPECT_TRUE(readable(r.fd(), 0));
+}
+
+// A pulse that came while the number was held woke an edge-triggered program before its
+// connection could answer: the release gives it a new edge.
+TEST(CountedReadyFd, APulseWhileHeldGetsAnEdgeOnRelease)
+{
+    net::ReadyFd r = std::move(net::ReadyFd::create()).value();
+    r.count(true);
+    r.hold();
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(ep, 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ASSERT_EQ(::epoll_ctl(ep, EPOLL_CTL_ADD, r.fd(), &ev), 0);
+    const char pulse = 1;
+    ASSERT_EQ(::send(r.pulseFd(), &pulse, 1, MSG_DONTWAIT), 1);
+    epoll_event got{};
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 1000), 1);
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 0), 0);
+    r.release();
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 1000), 1) << "a new edge";
+    r.expect(1);
+    EXPECT_TRUE(r.settle(1s));
+    EXPECT_FALSE(readable(r.fd(), 0)) << "the release's byte was owed too";
+    ::close(ep);
+}
+
+} // namespace
+} // namespace smc
