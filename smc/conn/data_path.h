@@ -80,25 +80,26 @@ public:
     virtual void fillInfo(ConnectionInfo& info) const = 0;
     // An fd that becomes readable when readiness may have changed (the peer wrote, read or
     // closed), and its drain (the epoll thread runs it before it looks again). `pulse`: a
-    // Unix stream socket whose bytes make the application's descriptor readable. A transport
-    // that can (SMC-D, see pulsing) has the peer send those bytes itself for the bytes it
-    // writes, and uses the fd it returns only for the rest (the peer's close, room freed
-    // while awaitRoom is on).
+    // Unix stream socket whose bytes make the application's descriptor readable, for
+    // startPulses.
     virtual int enableEvents(int pulse) noexcept = 0;
     virtual void drainEvents() noexcept = 0;
 
-    // Pulses: the peer wakes the application itself, exactly. For each CDC with bytes the
-    // reader had not seen, the peer first promises a pulse in our DMB's head, then sends it.
-    // When a receive leaves the ring empty, settlePulses() records what the reader has seen
-    // (later pulses are for later bytes) and returns the pulses promised before, which the
-    // caller takes off the descriptor: so it is readable only while there are bytes, as a
-    // TCP socket is. Never blocks. nullopt: not pulsing, or bytes are left.
-    virtual bool pulsing() const noexcept { return false; }
+    // Pulses: the peer wakes the application itself, exactly. startPulses() hands the peer
+    // enableEvents' `pulse` (a transport that cannot says false); from then on, for each CDC
+    // with bytes the reader had not seen, the peer first promises a pulse in our DMB's head,
+    // then sends it, and signals enableEvents' fd only for the rest (its close, room freed
+    // while awaitRoom is on). When a receive leaves the ring empty, settlePulses() records
+    // what the reader has seen (later pulses are for later bytes) and returns the pulses
+    // promised before, which the caller takes off the descriptor: so it is readable only
+    // while there are bytes, as a TCP socket is. settlePulses: nullopt when not pulsing or
+    // bytes are left. None blocks.
+    virtual bool startPulses() noexcept { return false; }
     virtual std::optional<unsigned> settlePulses() noexcept { return std::nullopt; }
     // Pulses promised since the last settlePulses (one is on its way or there).
     virtual bool pulsesPromised() const noexcept { return false; }
     // For good: the peer signals enableEvents' fd for everything again (its promised pulse
-    // never came). Never blocks.
+    // never came).
     virtual void stopPulses() noexcept {}
     // While on, the peer signals enableEvents' fd when it frees room in its ring (the
     // application waits for its descriptor to turn writable). Never blocks.

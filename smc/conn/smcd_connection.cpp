@@ -145,14 +145,15 @@ void SmcdConnection::ringPeer(Changes c) noexcept
 // read up to them when it last found its ring empty. False: the doorbell must say it instead.
 bool SmcdConnection::pulse() noexcept
 {
-    if (!setup_.peer.canPulse())
-        return false;
-    const std::uint32_t produced = position(staged_.producer, peerRing().size());
     auto w = word(peerHead(), kPulseOffset);
     std::uint32_t v = w.load(std::memory_order_seq_cst);
+    // The word first: its owner offers before it turns pulses on.
+    if ((v & kPromised) >= kMaxPromised || !setup_.peer.canPulse())
+        return false; // off, or plenty queued
+    const std::uint32_t produced = position(staged_.producer, peerRing().size());
     do {
         if ((v & kPromised) >= kMaxPromised)
-            return false; // plenty queued, or switched off
+            return false;
         if ((v >> 8) == produced)
             return true; // its reader took these bytes already
     } while (!w.compare_exchange_weak(v, v + 1, std::memory_order_seq_cst));
@@ -264,14 +265,26 @@ int SmcdConnection::enableEvents(int pulse) noexcept
     }
     if (!eventsWanted_) {
         eventsWanted_ = true;
-        // Offered before the bit: a peer that sees the bit finds the offer. Without one (no
-        // fds) pulses are off and the peer rings the doorbell for everything.
-        const bool offered = pulse >= 0 && device_.offer(shown_.dmbToken, pulse);
-        word(ownHead(), kPulseOffset).store(offered ? 0 : kPromised, std::memory_order_seq_cst);
-        pulsing_.store(offered, std::memory_order_relaxed);
+        pulseFd_ = pulse;
+        word(ownHead(), kPulseOffset).store(kPromised, std::memory_order_seq_cst); // off
         word(ownHead(), kWaitOffset).fetch_or(kWantsEvent, std::memory_order_seq_cst);
     }
     return device_.signalFd(shown_.dmbToken);
+}
+
+bool SmcdConnection::startPulses() noexcept
+{
+    MutexLocker lock(mutex_);
+    if (pulsing_.load(std::memory_order_relaxed))
+        return true;
+    // Offered before the word says "on": a peer that sees it on finds the offer.
+    if (cdc_.closed || pulseFd_ < 0 || !device_.offer(shown_.dmbToken, pulseFd_))
+        return false;
+    absorb();
+    const std::uint32_t seen = position(cdc_.stream.consumer(), cdc_.stream.ringSize()) << 8;
+    word(ownHead(), kPulseOffset).store(seen, std::memory_order_seq_cst);
+    pulsing_.store(true, std::memory_order_relaxed);
+    return true;
 }
 
 std::optional<unsigned> SmcdConnection::settlePulses() noexcept

@@ -47,13 +47,12 @@ public:
     // is dropped.
     ~SmcdConnection() override;
 
-    // DataPath. Never blocks but for the caller's deadline. enableEvents(): offers the peer
-    // `pulse` for its bytes (if it cannot, the peer rings the doorbell for those too), asks
-    // it to signal, and returns our DMB's ISM doorbell.
+    // DataPath. Never blocks but for the caller's deadline. enableEvents(): asks the peer to
+    // signal, and returns our DMB's ISM doorbell. startPulses(): offers the peer `pulse`.
     void peerGone() noexcept override;
     int enableEvents(int pulse) noexcept override;
     void drainEvents() noexcept override;
-    bool pulsing() const noexcept override { return pulsing_.load(std::memory_order_relaxed); }
+    bool startPulses() noexcept override;
     std::optional<unsigned> settlePulses() noexcept override;
     bool pulsesPromised() const noexcept override;
     void stopPulses() noexcept override;
@@ -104,8 +103,9 @@ private:
     SmcdSetup setup_; // our DMB and the peer's mapping, until close()
     const std::chrono::microseconds busyPoll_;
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
-    std::atomic<bool> pulsing_{false};    // the peer took (or will take) our offer
-    std::atomic<bool> roomWanted_{false}; // our kWantsRoom bit, as last set
+    int pulseFd_ SMC_GUARDED_BY(mutex_) = -1; // enableEvents' `pulse`, not ours
+    std::atomic<bool> pulsing_{false};        // offered, and not stopped
+    std::atomic<bool> roomWanted_{false};     // our kWantsRoom bit, as last set
     cdc::CdcMessage staged_ SMC_GUARDED_BY(txMutex_);
     Changes changes_ SMC_GUARDED_BY(txMutex_);
 };

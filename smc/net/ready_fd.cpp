@@ -63,6 +63,11 @@ void ReadyFd::count(bool on) noexcept
     counting_ = on;
     owed_ = 0;
     readable_ = true; // off: whatever is queued goes at the next "not readable"
+    if (on) {         // nothing uncounted may stay: the next set() says again what is readable
+        std::array<std::byte, 8192> junk{};
+        while (::recv(app_.get(), junk.data(), junk.size(), MSG_DONTWAIT) == ssize_t(junk.size())) {
+        }
+    }
 }
 
 bool ReadyFd::counting() const noexcept

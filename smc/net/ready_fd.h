@@ -33,8 +33,9 @@ public:
     // Counted mode, for pulses: every byte on fd() is owed to someone, ours (set()) and the
     // peer's (expect()), and settle() takes exactly what is owed, never a byte more: a pulse
     // that comes for new bytes while we settle stays, and keeps fd() readable. set() then
-    // never drains (only settle() does, on the reading thread). Starts off; turning it off
-    // makes the next set() that is not readable drain everything.
+    // never drains (only settle() does, on the reading thread). Starts off; turning it on
+    // drains what is queued (set() then says again what is readable), turning it off makes
+    // the next set() that is not readable drain everything.
     void count(bool on) noexcept;
     bool counting() const noexcept;
     void expect(unsigned pulses) noexcept;

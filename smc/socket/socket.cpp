@@ -19,6 +19,8 @@ namespace
 {
 // How long a receive waits for a pulse the peer promised (see refresh()).
 constexpr std::chrono::milliseconds kPulsePatience{20};
+// The peer's events our executor relays before pulses start (see refresh()).
+constexpr unsigned kPulseAfter = 4;
 } // namespace
 
 SocketImpl::SocketImpl(StackCore& stack, UniqueFd tcp, bool server, const SocketOptions& options,
@@ -81,6 +83,15 @@ void SocketImpl::refresh(bool peerEvent, bool consumed) noexcept
     // and an older look set after a newer one would lose a wakeup.
     MutexLocker lock(refreshMutex_);
     bool counting = ready->counting();
+    // A connection that keeps talking gets pulses (DataPath::startPulses): its messages wake
+    // the application with no thread of ours between. Not before: handing the peer the
+    // descriptor costs a Unix socket in flight, and closing any Unix socket while one is in
+    // flight wakes the kernel's garbage collector, which a connection with one request and
+    // one answer does not pay back.
+    if (peerEvent && !counting && ++relayed_ == kPulseAfter && path_->startPulses()) {
+        ready->count(true);
+        counting = true;
+    }
     if (counting && consumed) {
         // The ring is empty: the pulses promised for what we read go (DataPath::settlePulses).
         // A pulse is a system call away from its promise; one that does not come in
@@ -222,7 +233,6 @@ Result<int> SocketImpl::pollFd(std::shared_ptr<net::ReadyFd> standIn)
         const int events = path_->enableEvents(made->pulseFd());
         if (events < 0)
             return lastError();
-        made->count(path_->pulsing());
         const int watch = stack_.executor().watch(events, [this] {
             path_->drainEvents();
             refresh(true);

@@ -42,7 +42,8 @@ int queued(int fd)
 }
 
 // A request, then its answer, 2,000 times: each poll that says readable has bytes for the
-// next recv, and a descriptor read to the end is not readable any more, as a TCP socket.
+// next recv, and a descriptor read to the end is not readable any more, as a TCP socket;
+// through the doorbell for the first messages, then with pulses.
 TEST(Pulses, ADescriptorIsReadableExactlyWhileThereAreBytes)
 {
     auto server = makeStack();
@@ -52,8 +53,7 @@ TEST(Pulses, ADescriptorIsReadableExactlyWhileThereAreBytes)
     p.server.setNonBlocking(true);
     p.client.setNonBlocking(true);
     const int fds[2] = {p.client.pollFd().value(), p.server.pollFd().value()};
-    EXPECT_TRUE(p.client.info().pulses);
-    EXPECT_TRUE(p.server.info().pulses);
+    EXPECT_FALSE(p.server.info().pulses) << "the doorbell first: a short connection pays less";
     Socket* ends[2] = {&p.client, &p.server};
     std::mt19937 rng(7);
     std::array<std::byte, 4096> buf{};
@@ -71,6 +71,8 @@ TEST(Pulses, ADescriptorIsReadableExactlyWhileThereAreBytes)
         ASSERT_EQ(got, message.size());
         ASSERT_FALSE(readable(fds[to], 0)) << "read to the end, round " << round;
     }
+    EXPECT_TRUE(p.client.info().pulses);
+    EXPECT_TRUE(p.server.info().pulses);
 }
 
 // A writer that never waits for the reader, in pieces of any size: no wake-up is lost (the

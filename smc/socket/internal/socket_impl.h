@@ -102,7 +102,8 @@ private:
     Mutex readyMutex_; // makes the ready fd once
     std::shared_ptr<net::ReadyFd> ready_ SMC_GUARDED_BY(readyMutex_);
     std::atomic<net::ReadyFd*> readyFd_{nullptr};
-    Mutex refreshMutex_; // one refresh at a time (see refresh())
+    Mutex refreshMutex_;                                 // one refresh at a time (see refresh())
+    unsigned relayed_ SMC_GUARDED_BY(refreshMutex_) = 0; // the peer's events, until pulses
     // Held while the TCP watch's callback runs, so close() can wait for one that has
     // already unwatched itself (Executor::unwatch waits only for watches it removes).
     Mutex tcpWatchRunning_;
