@@ -27,18 +27,20 @@ constexpr std::size_t kWaitOffset = cdc::kSmcdDoorbellOffset + 4;
 constexpr std::uint32_t kWantsEvent = 1u << 31;
 constexpr std::uint32_t kWantsRoom = 1u << 30;
 constexpr std::uint32_t kFlags = kWantsEvent | kWantsRoom;
-// The pulse word (smcd_connection.h): seen sequence << 8 | pulses promised.
+// The pulse word (smcd_connection.h): the reader's position << 8 | pulses promised.
 constexpr std::size_t kPulseOffset = 4;
 constexpr std::uint32_t kPromised = 0xff;
 // Far fewer than fill the ready socket's queue, so a promised pulse always fits.
 constexpr std::uint32_t kMaxPromised = 64;
 
-// A cursor as the pulse word keeps it: bytes from the start, modulo 2^24 (equal cursors of
-// one ring are equal here, and the writer is never more than a ring ahead of the reader).
-std::uint32_t position(const cdc::Cursor& c, std::size_t ringSize) noexcept
+// A position in the stream as the pulse word keeps it: the bytes before it, modulo 2^24. The
+// first bytes after the reader's position end at most a ring further (kMaxPulseRing), so
+// they never look read.
+constexpr std::uint32_t position(std::uint64_t bytes) noexcept
 {
-    return static_cast<std::uint32_t>(std::uint64_t{c.wrap} * ringSize + c.count) & 0xffffff;
+    return static_cast<std::uint32_t>(bytes) & 0xffffff;
 }
+constexpr std::size_t kMaxPulseRing = std::size_t{1} << 23;
 
 std::atomic_ref<std::uint32_t> word(std::byte* head, std::size_t offset) noexcept
 {
@@ -117,6 +119,7 @@ void SmcdConnection::stage(const cdc::CdcMessage& m)
     changes_.flags |= !(m.connFlags == staged_.connFlags);
     changes_.room |= m.consumer != staged_.consumer;
     staged_ = m;
+    stagedBytes_ = cdc_.bytesSent; // what this CDC's producer cursor says: all we sent
 }
 
 void SmcdConnection::deliver()
@@ -133,6 +136,8 @@ void SmcdConnection::ringPeer(Changes c) noexcept
         futex(peerHead(), FUTEX_WAKE, INT_MAX, nullptr);
     if ((wait & kWantsEvent) == 0)
         return;
+    // A CDC that changed none of the three (write_blocked, a wake-up) rings: only the
+    // executor's look can tell what it means for readiness.
     bool ring =
         c.flags || (c.room && (wait & kWantsRoom) != 0) || (!c.bytes && !c.flags && !c.room);
     if (c.bytes && !ring)
@@ -150,7 +155,7 @@ bool SmcdConnection::pulse() noexcept
     // The word first: its owner offers before it turns pulses on.
     if ((v & kPromised) >= kMaxPromised || !setup_.peer.canPulse())
         return false; // off, or plenty queued
-    const std::uint32_t produced = position(staged_.producer, peerRing().size());
+    const std::uint32_t produced = position(stagedBytes_);
     do {
         if ((v & kPromised) >= kMaxPromised)
             return false;
@@ -247,6 +252,8 @@ void SmcdConnection::release() noexcept
         MutexLocker lock(mutex_);
         clean = !cdc_.aborted;
     }
+    if (pulsing_.load(std::memory_order_relaxed))
+        device_.dropOffers(shown_.dmbToken); // one the peer never took stays in flight
     if (!clean) {
         setup_.rmb.reset();
         setup_.peer = RemoteDmb();
@@ -278,11 +285,16 @@ bool SmcdConnection::startPulses() noexcept
     if (pulsing_.load(std::memory_order_relaxed))
         return true;
     // Offered before the word says "on": a peer that sees it on finds the offer.
-    if (cdc_.closed || pulseFd_ < 0 || !device_.offer(shown_.dmbToken, pulseFd_))
+    // Not for a peer that is done (nobody would take the offer), nor a ring where positions
+    // could alias.
+    if (cdc_.closed || pulseFd_ < 0)
         return false;
     absorb();
-    const std::uint32_t seen = position(cdc_.stream.consumer(), cdc_.stream.ringSize()) << 8;
-    word(ownHead(), kPulseOffset).store(seen, std::memory_order_seq_cst);
+    if (cdc_.stream.peerConnFlags().any() || cdc_.stream.ringSize() >= kMaxPulseRing ||
+        !device_.offer(shown_.dmbToken, pulseFd_))
+        return false;
+    word(ownHead(), kPulseOffset)
+        .store(position(cdc_.bytesReceived) << 8, std::memory_order_seq_cst);
     pulsing_.store(true, std::memory_order_relaxed);
     return true;
 }
@@ -296,12 +308,9 @@ std::optional<unsigned> SmcdConnection::settlePulses() noexcept
     if (cdc_.stream.readable() > 0)
         return std::nullopt;
     // Read up to here: a writer that staged no further sends no pulse from now on.
-    const std::uint32_t seen = position(cdc_.stream.consumer(), cdc_.stream.ringSize()) << 8;
-    auto w = word(ownHead(), kPulseOffset);
-    std::uint32_t v = w.load(std::memory_order_seq_cst);
-    while (!w.compare_exchange_weak(v, seen, std::memory_order_seq_cst)) {
-    }
-    return v & kPromised;
+    return word(ownHead(), kPulseOffset)
+               .exchange(position(cdc_.bytesReceived) << 8, std::memory_order_seq_cst) &
+           kPromised;
 }
 
 bool SmcdConnection::pulsesPromised() const noexcept
@@ -321,10 +330,8 @@ void SmcdConnection::stopPulses() noexcept
 
 void SmcdConnection::awaitRoom(bool on) noexcept
 {
-    if (roomWanted_.exchange(on, std::memory_order_relaxed) == on)
-        return;
     MutexLocker lock(mutex_);
-    if (cdc_.closed)
+    if (cdc_.closed || std::exchange(roomWanted_, on) == on)
         return;
     // seq_cst: set before the caller looks at the room again (Dekker with ringPeer).
     if (on)

@@ -26,8 +26,8 @@ namespace smc::net
 // sleeps on that sequence (a futex: the memory is shared), plus two bits for an application
 // that polls its socket: one asks for signals at all, one for a signal when room is freed.
 // The owner then offers the peer its ready socket (ShmIsm::offer), and the pulse word
-// (bytes 4..7, reserved too) says which of the peer's CDCs need a pulse on it: where the
-// owner's reader had read up to when it last found its ring empty (24 bits), and the pulses
+// (bytes 4..7, reserved too) says which of the peer's CDCs need a pulse on it: how many bytes
+// the owner's reader had read (mod 2^24) when it last found its ring empty, and the pulses
 // promised since (8 bits; at kMaxPromised or more the peer rings the doorbell instead, which
 // is how the owner switches pulses off). A CDC whose bytes end elsewhere gets a pulse, the
 // rest the DMB's ISM doorbell (close flags; room freed while asked), which our executor
@@ -103,10 +103,11 @@ private:
     SmcdSetup setup_; // our DMB and the peer's mapping, until close()
     const std::chrono::microseconds busyPoll_;
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
-    int pulseFd_ SMC_GUARDED_BY(mutex_) = -1; // enableEvents' `pulse`, not ours
-    std::atomic<bool> pulsing_{false};        // offered, and not stopped
-    std::atomic<bool> roomWanted_{false};     // our kWantsRoom bit, as last set
+    int pulseFd_ SMC_GUARDED_BY(mutex_) = -1;        // enableEvents' `pulse`, not ours
+    std::atomic<bool> pulsing_{false};               // offered, and not stopped
+    bool roomWanted_ SMC_GUARDED_BY(mutex_) = false; // our kWantsRoom bit, as last set
     cdc::CdcMessage staged_ SMC_GUARDED_BY(txMutex_);
+    std::uint64_t stagedBytes_ SMC_GUARDED_BY(txMutex_) = 0; // the bytes staged_ announces
     Changes changes_ SMC_GUARDED_BY(txMutex_);
 };
 

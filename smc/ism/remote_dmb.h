@@ -37,8 +37,10 @@ public:
     // the owner did to it; a full queue or a dead owner is ignored.
     void signal() noexcept;
     // Pulses: whether the owner offered a descriptor for them (doorbell::offer,
-    // taken at the first call of a connection), and one byte sent into it;
-    // false if that failed (the offer is then dropped). Never block.
+    // taken at the first call, which comes once the pulse word is on), and one
+    // byte sent into it; false if that failed (the offer is then dropped).
+    // Never block. Not thread-safe: the connection's sender calls them, under
+    // its txMutex_, and forgetOffer when the connection is over.
     bool canPulse() noexcept;
     bool pulse() noexcept;
     // The owner's offer belongs to one connection: the next one looks again.

@@ -231,6 +231,13 @@ Result<void> ShmIsm::offer(DmbToken token, int fd)
     return doorbell::offer(dmb->bell.ear.get(), fd);
 }
 
+void ShmIsm::dropOffers(DmbToken token)
+{
+    MutexLocker lock(mutex_);
+    if (const Dmb* dmb = find(token))
+        doorbell::dropOffers(dmb->bell.button.get());
+}
+
 int ShmIsm::signalFd(DmbToken token) const noexcept
 {
     MutexLocker lock(mutex_);

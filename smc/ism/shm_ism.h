@@ -158,13 +158,16 @@ public:
     // Drops the kept mappings no attach took since the last call.
     void trimRemotes();
 
-    // Offers `fd` (a Unix stream socket) to whoever rings the DMB, for its news
-    // (RemoteDmb::signal): the connection that holds the DMB now. What an
-    // earlier connection offered and nobody took goes first. Call it before
-    // the peer may ring (before asking for signals). Errors:
-    // IsmErrc::UnknownToken, sendmsg's errno. Takes the device's short lock;
-    // never blocks.
+    // Offers `fd` (a Unix stream socket) to whoever rings the DMB, for its
+    // pulses (RemoteDmb::pulse): the connection that holds the DMB now. What
+    // an earlier connection offered and nobody took goes first. Call it before
+    // the peer may pulse (before the pulse word turns on). dropOffers() takes
+    // back what nobody took: an offer in flight costs the host (a Unix socket
+    // in flight wakes the kernel's garbage collector at every close). Errors:
+    // IsmErrc::UnknownToken, sendmsg's errno. Take the device's short lock;
+    // never block.
     Result<void> offer(DmbToken token, int fd);
+    void dropOffers(DmbToken token);
     // The doorbell a peer's RemoteDmb::signal() rings (readable after a
     // signal), or -1 for an unknown token. Changes on revoke. Poll it; read
     // it only with drainSignals().

@@ -390,7 +390,7 @@ void RemoteDmb::signal() noexcept
 
 bool RemoteDmb::canPulse() noexcept
 {
-    if (!looked_ && button_) { // the owner offered before it asked for signals
+    if (!looked_ && button_) { // the owner offered before it turned the pulse word on
         looked_ = true;
         direct_ = doorbell::takeOffer(button_.get());
     }

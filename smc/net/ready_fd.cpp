@@ -55,19 +55,37 @@ void ReadyFd::set(bool readable, bool writable, bool again, bool promised) noexc
     apply(readable, writable, again, promised);
 }
 
+namespace
+{
+
+// Takes what is queued on `fd`, or at most `limit` bytes; a bounded number of reads however
+// fast a peer writes. The bytes taken.
+std::size_t drain(int fd, std::size_t limit = SIZE_MAX) noexcept
+{
+    std::array<std::byte, 8192> junk{};
+    std::size_t taken = 0;
+    for (int reads = 0; reads < 64 && taken < limit; ++reads) {
+        const ssize_t n =
+            ::recv(fd, junk.data(), std::min(junk.size(), limit - taken), MSG_DONTWAIT);
+        if (n <= 0)
+            break;
+        taken += static_cast<std::size_t>(n);
+    }
+    return taken;
+}
+
+} // namespace
+
 void ReadyFd::count(bool on) noexcept
 {
     MutexLocker lock(mutex_);
     if (counting_ == on)
         return;
     counting_ = on;
+    strays_ = true;
     owed_ = 0;
-    readable_ = true; // off: whatever is queued goes at the next "not readable"
-    if (on) {         // nothing uncounted may stay: the next set() says again what is readable
-        std::array<std::byte, 8192> junk{};
-        while (::recv(app_.get(), junk.data(), junk.size(), MSG_DONTWAIT) == ssize_t(junk.size())) {
-        }
-    }
+    readable_ = false;
+    (void)drain(app_.get()); // nothing uncounted stays; set() says again what is readable
 }
 
 bool ReadyFd::counting() const noexcept
@@ -82,26 +100,22 @@ void ReadyFd::expect(unsigned pulses) noexcept
     owed_ += pulses;
 }
 
-bool ReadyFd::settle(std::chrono::milliseconds patience) noexcept
+bool ReadyFd::settle(std::chrono::milliseconds& patience) noexcept
 {
     MutexLocker lock(mutex_);
-    const auto until = std::chrono::steady_clock::now() + patience;
-    std::array<std::byte, 256> junk{};
     while (owed_ > 0) {
-        const ssize_t n = ::recv(app_.get(), junk.data(), std::min<std::size_t>(owed_, junk.size()),
-                                 MSG_DONTWAIT);
-        if (n > 0) {
-            owed_ -= static_cast<unsigned>(n);
-            continue;
-        }
-        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        owed_ -= static_cast<unsigned>(drain(app_.get(), owed_));
+        if (owed_ == 0)
+            break;
+        if (patience.count() <= 0)
             return false;
-        const auto left =
-            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-        if (left.count() <= 0)
-            return false;
-        pollfd p{app_.get(), POLLIN, 0};
-        (void)::poll(&p, 1, static_cast<int>(left.count()));
+        pollfd p{app_.get(), POLLIN | POLLRDHUP, 0};
+        const auto start = std::chrono::steady_clock::now();
+        const int ready = ::poll(&p, 1, static_cast<int>(patience.count()));
+        patience -=
+            std::chrono::ceil<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+        if (ready > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+            return false; // shut down: what is owed never comes
     }
     return true;
 }
@@ -128,29 +142,28 @@ void ReadyFd::release() noexcept
 
 void ReadyFd::apply(bool readable, bool writable, bool again, bool promised) noexcept
 {
-    std::array<std::byte, 8192> junk{}; // more than a fill or the pulses: one read takes all
-    auto drain = [&junk](int fd) {
-        while (::recv(fd, junk.data(), junk.size(), MSG_DONTWAIT) == ssize_t(junk.size())) {
-        }
-    };
+    std::array<std::byte, 8192> junk{};
     if (counting_) {
+        // For `again`, what is owed and queued goes first (at most one byte of ours queues up).
+        if (again && readable)
+            owed_ -= static_cast<unsigned>(drain(app_.get(), owed_));
         if (readable && (again || (owed_ == 0 && !promised)) &&
             ::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
             ++owed_;
     } else if (readable && readable_ && again) { // one byte queued, whatever the pulses before
-        drain(app_.get());
+        (void)drain(app_.get());
         (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    if (!counting_ && readable != readable_) {
+    if (!counting_ && (readable != readable_ || (!readable && strays_))) {
         if (readable)
             (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         else
-            drain(app_.get());
+            (void)drain(app_.get());
         readable_ = readable;
     }
     if (writable != writable_) {
         if (writable)
-            drain(ours_.get());
+            (void)drain(ours_.get());
         else
             while (::send(app_.get(), junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
             }

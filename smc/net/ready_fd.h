@@ -33,15 +33,16 @@ public:
     // Counted mode, for pulses: every byte on fd() is owed to someone, ours (set()) and the
     // peer's (expect()), and settle() takes exactly what is owed, never a byte more: a pulse
     // that comes for new bytes while we settle stays, and keeps fd() readable. set() then
-    // never drains (only settle() does, on the reading thread). Starts off; turning it on
-    // drains what is queued (set() then says again what is readable), turning it off makes
-    // the next set() that is not readable drain everything.
+    // never drains (only settle() does, on the reading thread). Starts off. Turning it on or
+    // off drains what is queued (set() then says again what is readable); once it was on, a
+    // peer may still send a late pulse, so every set() that is not readable drains.
     void count(bool on) noexcept;
     bool counting() const noexcept;
     void expect(unsigned pulses) noexcept;
-    // Takes what is owed, waiting up to `patience` for bytes still on their way. False if
-    // they did not come or the other end was shut down (the peer broke its promise).
-    bool settle(std::chrono::milliseconds patience) noexcept;
+    // Takes what is owed, waiting for bytes still on their way; the wait comes off
+    // `patience`. False if they did not come within it or the other end was shut down (the
+    // peer broke its promise).
+    bool settle(std::chrono::milliseconds& patience) noexcept;
     // Idempotent; a few syscalls when something changes, none otherwise. `again`: the peer
     // sent something (or may have): a readable fd that stays readable turns readable anew, as
     // a TCP socket does for each arrival, since an edge-triggered poller that decided from
@@ -65,7 +66,8 @@ private:
     bool readable_ SMC_GUARDED_BY(mutex_) = false;
     bool writable_ SMC_GUARDED_BY(mutex_) = true;
     bool counting_ SMC_GUARDED_BY(mutex_) = false;
-    unsigned owed_ SMC_GUARDED_BY(mutex_) = 0; // counted: bytes sent or promised, not taken
+    bool strays_ SMC_GUARDED_BY(mutex_) = false; // counted once: a late pulse may still come
+    unsigned owed_ SMC_GUARDED_BY(mutex_) = 0;   // counted: bytes sent or promised, not taken
     struct Wanted {
         bool readable, writable, again, promised;
     };

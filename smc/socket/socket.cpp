@@ -17,8 +17,6 @@ using net::Deadline;
 
 namespace
 {
-// How long a receive waits for a pulse the peer promised (see refresh()).
-constexpr std::chrono::milliseconds kPulsePatience{20};
 // The peer's events our executor relays before pulses start (see refresh()).
 constexpr unsigned kPulseAfter = 4;
 } // namespace
@@ -87,18 +85,22 @@ void SocketImpl::refresh(bool peerEvent, bool consumed) noexcept
     // the application with no thread of ours between. Not before: handing the peer the
     // descriptor costs a Unix socket in flight, and closing any Unix socket while one is in
     // flight wakes the kernel's garbage collector, which a connection with one request and
-    // one answer does not pay back.
-    if (peerEvent && !counting && ++relayed_ == kPulseAfter && path_->startPulses()) {
+    // one answer does not pay back. Counted before the peer may pulse: nothing it sends is
+    // drained uncounted.
+    if (peerEvent && !counting && relayed_ < kPulseAfter && ++relayed_ == kPulseAfter) {
         ready->count(true);
-        counting = true;
+        counting = path_->startPulses();
+        if (!counting)
+            ready->count(false);
     }
     if (counting && consumed) {
         // The ring is empty: the pulses promised for what we read go (DataPath::settlePulses).
-        // A pulse is a system call away from its promise; one that does not come in
-        // kPulsePatience is a broken promise, and the connection goes back to the doorbell.
+        // A pulse is a system call away from its promise, so a wait is rare and short; once
+        // the waits add up to pulsePatience_ (a stranger that keeps promises late, or
+        // breaks one), the connection goes back to the doorbell for good.
         if (const std::optional<unsigned> promised = path_->settlePulses()) {
             ready->expect(*promised);
-            if (!ready->settle(kPulsePatience)) {
+            if (!ready->settle(pulsePatience_)) {
                 path_->stopPulses();
                 ready->count(false);
                 counting = false;

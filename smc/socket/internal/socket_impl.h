@@ -78,8 +78,8 @@ public:
 
 private:
     // The ready fd in step with the connection; `peerEvent`: the peer did something (see
-    // net::ReadyFd::set's `again`); `consumed`: a receive took bytes (the peer's own pulses
-    // may have to go, DataPath::pulsesDirectly).
+    // net::ReadyFd::set's `again`); `consumed`: a receive took bytes (the peer's pulses for
+    // them go, DataPath::settlePulses).
     void refresh(bool peerEvent = false, bool consumed = false) noexcept;
     void onTcpReadable() noexcept;
 
@@ -104,6 +104,8 @@ private:
     std::atomic<net::ReadyFd*> readyFd_{nullptr};
     Mutex refreshMutex_;                                 // one refresh at a time (see refresh())
     unsigned relayed_ SMC_GUARDED_BY(refreshMutex_) = 0; // the peer's events, until pulses
+    // What waiting for promised pulses may still cost this connection, all told (refresh()).
+    std::chrono::milliseconds pulsePatience_ SMC_GUARDED_BY(refreshMutex_){20};
     // Held while the TCP watch's callback runs, so close() can wait for one that has
     // already unwatched itself (Executor::unwatch waits only for watches it removes).
     Mutex tcpWatchRunning_;
