@@ -132,18 +132,20 @@ void SmcdConnection::ringPeer(Changes c) noexcept
     // Dekker with the sleeper: our bump, then its word; it sets its word, then reads the bump.
     word(peerHead(), kSeqOffset).fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t wait = word(peerHead(), kWaitOffset).load(std::memory_order_seq_cst);
+    if ((wait & kWantsEvent) != 0) {
+        // A CDC that changed none of the three (write_blocked, a wake-up) rings: only the
+        // executor's look can tell what it means for readiness.
+        bool ring =
+            c.flags || (c.room && (wait & kWantsRoom) != 0) || (!c.bytes && !c.flags && !c.room);
+        // The pulse before the sleeper's wake-up: a reader that wakes and empties its ring
+        // then finds the pulse there, instead of waiting for it.
+        if (c.bytes && !ring)
+            ring = !pulse();
+        if (ring)
+            setup_.peer.signal();
+    }
     if ((wait & ~kFlags) != 0)
         futex(peerHead(), FUTEX_WAKE, INT_MAX, nullptr);
-    if ((wait & kWantsEvent) == 0)
-        return;
-    // A CDC that changed none of the three (write_blocked, a wake-up) rings: only the
-    // executor's look can tell what it means for readiness.
-    bool ring =
-        c.flags || (c.room && (wait & kWantsRoom) != 0) || (!c.bytes && !c.flags && !c.room);
-    if (c.bytes && !ring)
-        ring = !pulse();
-    if (ring)
-        setup_.peer.signal();
 }
 
 // Promises, then sends, the pulse for the bytes staged last, unless the peer's reader had

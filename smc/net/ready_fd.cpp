@@ -100,7 +100,7 @@ void ReadyFd::expect(unsigned pulses) noexcept
     owed_ += pulses;
 }
 
-bool ReadyFd::settle(std::chrono::milliseconds& patience) noexcept
+bool ReadyFd::settle(std::chrono::microseconds& patience) noexcept
 {
     MutexLocker lock(mutex_);
     while (owed_ > 0) {
@@ -111,9 +111,11 @@ bool ReadyFd::settle(std::chrono::milliseconds& patience) noexcept
             return false;
         pollfd p{app_.get(), POLLIN | POLLRDHUP, 0};
         const auto start = std::chrono::steady_clock::now();
-        const int ready = ::poll(&p, 1, static_cast<int>(patience.count()));
+        const int ready = ::poll(
+            &p, 1,
+            static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(patience).count()));
         patience -=
-            std::chrono::ceil<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+            std::chrono::ceil<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
         if (ready > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
             return false; // shut down: what is owed never comes
     }

@@ -42,7 +42,7 @@ public:
     // Takes what is owed, waiting for bytes still on their way; the wait comes off
     // `patience`. False if they did not come within it or the other end was shut down (the
     // peer broke its promise).
-    bool settle(std::chrono::milliseconds& patience) noexcept;
+    bool settle(std::chrono::microseconds& patience) noexcept;
     // Idempotent; a few syscalls when something changes, none otherwise. `again`: the peer
     // sent something (or may have): a readable fd that stays readable turns readable anew, as
     // a TCP socket does for each arrival, since an edge-triggered poller that decided from

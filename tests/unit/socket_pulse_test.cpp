@@ -152,7 +152,7 @@ TEST(CountedReadyFd, SettleTakesWhatIsOwedAndNotAByteMore)
     ASSERT_EQ(::send(r.pulseFd(), pulses, 2, MSG_DONTWAIT), 2);
     r.expect(2);
     ASSERT_EQ(::send(r.pulseFd(), pulses, 1, MSG_DONTWAIT), 1); // promised after the settle
-    std::chrono::milliseconds patience = 1s;
+    std::chrono::microseconds patience = 1s;
     EXPECT_TRUE(r.settle(patience));
     EXPECT_EQ(queued(r.fd()), 1);
     r.set(false, true); // never drains: only settle() does
@@ -172,7 +172,7 @@ TEST(CountedReadyFd, EdgesKeepOneByteOfOurs)
     for (int i = 0; i < 1000; ++i)
         r.set(true, true, true);
     EXPECT_EQ(queued(r.fd()), 1);
-    std::chrono::milliseconds patience = 1s;
+    std::chrono::microseconds patience = 1s;
     EXPECT_TRUE(r.settle(patience));
     EXPECT_FALSE(readable(r.fd(), 0));
 }
@@ -184,7 +184,7 @@ TEST(CountedReadyFd, APromiseNotKeptFailsAfterThePatience)
     net::ReadyFd r = std::move(net::ReadyFd::create()).value();
     r.count(true);
     r.expect(1);
-    std::chrono::milliseconds patience = 30ms;
+    std::chrono::microseconds patience = 30ms;
     const auto start = std::chrono::steady_clock::now();
     EXPECT_FALSE(r.settle(patience));
     const auto waited = std::chrono::steady_clock::now() - start;
@@ -220,7 +220,7 @@ TEST(CountedReadyFd, APulseWhileHeldGetsAnEdgeOnRelease)
     r.release();
     EXPECT_EQ(::epoll_wait(ep.get(), &got, 1, 1000), 1) << "a new edge";
     r.expect(1);
-    std::chrono::milliseconds patience = 1s;
+    std::chrono::microseconds patience = 1s;
     EXPECT_TRUE(r.settle(patience));
     EXPECT_FALSE(readable(r.fd(), 0)) << "the release's byte was owed too";
 }

@@ -105,7 +105,7 @@ private:
     Mutex refreshMutex_;                                 // one refresh at a time (see refresh())
     unsigned relayed_ SMC_GUARDED_BY(refreshMutex_) = 0; // the peer's events, until pulses
     // What waiting for promised pulses may still cost this connection, all told (refresh()).
-    std::chrono::milliseconds pulsePatience_ SMC_GUARDED_BY(refreshMutex_){20};
+    std::chrono::microseconds pulsePatience_ SMC_GUARDED_BY(refreshMutex_){20'000};
     // Held while the TCP watch's callback runs, so close() can wait for one that has
     // already unwatched itself (Executor::unwatch waits only for watches it removes).
     Mutex tcpWatchRunning_;
