@@ -131,7 +131,9 @@ TEST(Pulses, AWriterThatNeverWaitsLosesNoWakeupAndMakesNoEmptyOne)
     EXPECT_EQ(empty, 0u) << "woken with nothing to read";
     EXPECT_TRUE(inOrder);
     EXPECT_FALSE(readable(fd, 0));
-    EXPECT_TRUE(p.server.info().pulses) << "every promise was kept";
+    // Whether pulses lasted is not asked: a writer descheduled between a promise and its pulse
+    // costs the reader a wait, and on a loaded machine the waits may use up the connection's
+    // patience, which hands it back to the doorbell (as exact).
 }
 
 // --- The counted ready descriptor -------------------------------------------------------
