@@ -19,6 +19,9 @@ namespace
 {
 // The peer's events our executor relays before pulses start (see refresh()).
 constexpr unsigned kPulseAfter = 4;
+// A connection's patience with late pulses (kPulsePatience) gets a microsecond back every
+// kPulseRefill microseconds (see refresh()).
+constexpr int kPulseRefill = 1000;
 } // namespace
 
 SocketImpl::SocketImpl(StackCore& stack, UniqueFd tcp, bool server, const SocketOptions& options,
@@ -95,11 +98,19 @@ void SocketImpl::refresh(bool peerEvent, bool consumed) noexcept
     }
     if (counting && consumed) {
         // The ring is empty: the pulses promised for what we read go (DataPath::settlePulses).
-        // A pulse is a system call away from its promise, so a wait is rare and short; once
-        // the waits add up to pulsePatience_ (a stranger that keeps promises late, or
+        // A pulse is a system call away from its promise, so a wait is rare and short. The
+        // waits come off a patience that refills slowly (a writer descheduled now and then
+        // keeps its pulses); once they use it up (a stranger that keeps promises late, or
         // breaks one), the connection goes back to the doorbell for good.
         if (const std::optional<unsigned> promised = path_->settlePulses()) {
             ready->expect(*promised);
+            const Clock::time_point now = Clock::now();
+            const auto elapsed =
+                std::chrono::duration_cast<std::chrono::microseconds>(now - patienceSince_);
+            if (elapsed.count() >= kPulseRefill) {
+                pulsePatience_ = std::min(kPulsePatience, pulsePatience_ + elapsed / kPulseRefill);
+                patienceSince_ = now;
+            }
             if (!ready->settle(pulsePatience_)) {
                 path_->stopPulses();
                 ready->count(false);

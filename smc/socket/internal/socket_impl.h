@@ -104,8 +104,11 @@ private:
     std::atomic<net::ReadyFd*> readyFd_{nullptr};
     Mutex refreshMutex_;                                 // one refresh at a time (see refresh())
     unsigned relayed_ SMC_GUARDED_BY(refreshMutex_) = 0; // the peer's events, until pulses
-    // What waiting for promised pulses may still cost this connection, all told (refresh()).
-    std::chrono::microseconds pulsePatience_ SMC_GUARDED_BY(refreshMutex_){20'000};
+    // What waiting for promised pulses may cost a connection at most, and may still cost this
+    // one (refresh()), and since when it refills.
+    static constexpr std::chrono::microseconds kPulsePatience{20'000};
+    std::chrono::microseconds pulsePatience_ SMC_GUARDED_BY(refreshMutex_) = kPulsePatience;
+    net::Clock::time_point patienceSince_ SMC_GUARDED_BY(refreshMutex_) = net::Clock::now();
     // Held while the TCP watch's callback runs, so close() can wait for one that has
     // already unwatched itself (Executor::unwatch waits only for watches it removes).
     Mutex tcpWatchRunning_;
