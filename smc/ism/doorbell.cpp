@@ -6,9 +6,9 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 
 #include "base/sys_error.h"
+#include "smc/ism/fd_passing.h"
 
 namespace smc::doorbell
 {
@@ -68,18 +68,11 @@ UniqueFd receiveOffer(int button, bool& any) noexcept
     msg.msg_controllen = control.size();
     any = ::recvmsg(button, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) >= 0;
     UniqueFd first;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); any && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < count; ++i) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            UniqueFd got(fd); // all but the first close here
+    if (any)
+        fdpass::forEach(msg, [&first](UniqueFd fd) { // all but the first close here
             if (!first)
-                first = std::move(got);
-        }
-    }
+                first = std::move(fd);
+        });
     return first;
 }
 
@@ -93,13 +86,7 @@ Result<void> offer(int ear, int fd) noexcept
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    fdpass::attach(msg, control, std::span(&fd, 1));
     if (::sendmsg(ear, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
         return lastError();
     return {};

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/sys_error.h"
+#include "smc/ism/fd_passing.h"
 #include "smc/ism/shm_wire.h"
 
 namespace smc
@@ -231,14 +232,8 @@ bool ShmIsm::serve(int fd)
     msg.msg_iovlen = 1;
     alignas(cmsghdr) std::array<char, CMSG_SPACE(2 * sizeof(int))> control{};
     if (reply.status == shm::AttachStatus::Granted) {
-        msg.msg_control = control.data();
-        msg.msg_controllen = control.size();
-        cmsghdr* c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(2 * sizeof(int));
         const int fds[2] = {memfd.get(), button.get()};
-        std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+        fdpass::attach(msg, control, fds);
     }
     // Counted before the reply leaves, so that a requester that has its
     // answer sees it counted; a reply that cannot be sent moves to refused.
@@ -319,16 +314,7 @@ Result<RemoteDmb> ShmIsm::attachRemote(const IsmGid& owner, DmbToken token,
         return lastError();
     // Whatever arrives is closed on every error path.
     std::vector<UniqueFd> fds;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < count; ++i) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            fds.emplace_back(fd);
-        }
-    }
+    fdpass::forEach(msg, [&fds](UniqueFd fd) { fds.push_back(std::move(fd)); });
     if (n != sizeof reply || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
         reply.magic != shm::kMagic || reply.version != shm::kVersion || reply.token != token)
         return IsmErrc::BadReply;
