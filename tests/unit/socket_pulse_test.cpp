@@ -43,16 +43,24 @@ int queued(int fd)
     return n;
 }
 
+// An SMC-D connection between two stacks of this process; the server's end does not block.
+struct Pulses : ::testing::Test {
+    void SetUp() override
+    {
+        p = test::connectPair(*server, *client);
+        ASSERT_EQ(p.server.transport(), Transport::SmcD);
+        p.server.setNonBlocking(true);
+    }
+    std::unique_ptr<SmcStack> server = makeStack();
+    std::unique_ptr<SmcStack> client = makeStack();
+    test::SocketPair p;
+};
+
 // A request, then its answer, 2,000 times: each poll that says readable has bytes for the
 // next recv, and a descriptor read to the end is not readable any more, as a TCP socket;
 // through the doorbell for the first messages, then with pulses.
-TEST(Pulses, ADescriptorIsReadableExactlyWhileThereAreBytes)
+TEST_F(Pulses, ADescriptorIsReadableExactlyWhileThereAreBytes)
 {
-    auto server = makeStack();
-    auto client = makeStack();
-    test::SocketPair p = test::connectPair(*server, *client);
-    ASSERT_EQ(p.server.transport(), Transport::SmcD);
-    p.server.setNonBlocking(true);
     p.client.setNonBlocking(true);
     const int fds[2] = {p.client.pollFd().value(), p.server.pollFd().value()};
     EXPECT_FALSE(p.server.info().pulses) << "the doorbell first: a short connection pays less";
@@ -80,13 +88,8 @@ TEST(Pulses, ADescriptorIsReadableExactlyWhileThereAreBytes)
 // A writer that never waits for the reader, in pieces of any size: no wake-up is lost (the
 // reader's poll never times out), none is empty (a recv after it never says EAGAIN), and the
 // bytes come in order.
-TEST(Pulses, AWriterThatNeverWaitsLosesNoWakeupAndMakesNoEmptyOne)
+TEST_F(Pulses, AWriterThatNeverWaitsLosesNoWakeupAndMakesNoEmptyOne)
 {
-    auto server = makeStack();
-    auto client = makeStack();
-    test::SocketPair p = test::connectPair(*server, *client);
-    ASSERT_EQ(p.server.transport(), Transport::SmcD);
-    p.server.setNonBlocking(true);
     const int fd = p.server.pollFd().value();
     ASSERT_TRUE(p.client.pollFd()); // its writability wants room signals too
     constexpr std::size_t kTotal = 8u << 20;
