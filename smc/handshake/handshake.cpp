@@ -335,9 +335,10 @@ bool awaitFirstContact(StackCore& stack, const SmcrParked& parked)
     return done.wait_until(parked.until) == std::future_status::ready;
 }
 
-// The blocking handshake from `step` on: each wait on this thread.
-Result<Outcome> waitOut(StackCore& stack, int fd, Result<ServerStep> step,
-                        const SocketOptions& options)
+} // namespace
+
+Result<Outcome> serverRest(StackCore& stack, int fd, Result<ServerStep> step,
+                           const SocketOptions& options)
 {
     if (!step)
         return step.error();
@@ -352,14 +353,12 @@ Result<Outcome> waitOut(StackCore& stack, int fd, Result<ServerStep> step,
         return std::move(std::get<Outcome>(*step));
     if (!awaitFirstContact(stack, *parked))
         return serverGiveUp(stack, fd, *parked, options);
-    return waitOut(stack, fd, serverResume(stack, fd, std::move(*parked), options), options);
+    return serverRest(stack, fd, serverResume(stack, fd, std::move(*parked), options), options);
 }
-
-} // namespace
 
 Result<Outcome> serverHandshake(StackCore& stack, int fd, const SocketOptions& options)
 {
-    return waitOut(stack, fd, serverBegin(stack, fd, options), options);
+    return serverRest(stack, fd, serverBegin(stack, fd, options), options);
 }
 
 Result<Outcome> sendDecline(int fd, clc::DeclineCode reason, std::uint8_t version,

@@ -138,5 +138,9 @@ Result<Outcome> serverGiveUp(StackCore& stack, int fd, const SmcrParked& parked,
                              const SocketOptions& options);
 // The step that is a whole handshake's end.
 Result<ServerStep> lift(Result<Outcome> outcome);
+// The rest of a server handshake from `step` on, each wait on this thread (serverHandshake is
+// serverBegin, then this). Errors: serverHandshake's.
+Result<Outcome> serverRest(StackCore& stack, int fd, Result<ServerStep> step,
+                           const SocketOptions& options);
 
 } // namespace smc::net

@@ -131,6 +131,11 @@ bool firstMessageQueued(int fd) noexcept
     return true;
 }
 
+void lowerLowWater(int fd) noexcept
+{
+    setLowWater(fd, 1);
+}
+
 Result<bool> startsWithClc(int fd, Deadline deadline)
 {
     // The eyecatcher and the type decide; a bad length or version after them is malformed

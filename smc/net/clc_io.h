@@ -20,6 +20,9 @@ Result<bool> startsWithClc(int fd, Deadline deadline);
 // that the socket polls readable (level-triggered, no spinning) only once it is there or the
 // peer ends; a true answer puts SO_RCVLOWAT back. For waiting without a thread. Never blocks.
 bool firstMessageQueued(int fd) noexcept;
+// SO_RCVLOWAT back to its default (1): for a socket that firstMessageQueued left raised and
+// whose next reader is not firstMessageQueued (a blocking readClc, or the application's).
+void lowerLowWater(int fd) noexcept;
 
 // Reads exactly one CLC message (of whatever type: the caller checks it is the expected
 // one or a DECLINE), so the stream stays aligned for a fallback to TCP after it. A peer

@@ -26,6 +26,7 @@ using smc::preload::fail;
 using smc::preload::real;
 using smc::preload::Route;
 using smc::preload::Shim;
+using smc::preload::Use;
 using smc::preload::Wait;
 
 namespace
@@ -35,10 +36,10 @@ namespace
 int alias(int from, int to)
 {
     Shim& shim = Shim::instance();
-    if (to < 0 || to == from || !shim.owner()) // a vfork child leaves the table alone
+    if (to < 0 || to == from)
         return to;
-    std::shared_ptr<Conn> conn = shim.route(from, Wait::Never, false).conn;
-    if (!conn)
+    std::shared_ptr<Conn> conn = shim.route(from, Wait::Never, Use::None).conn;
+    if (!conn || !shim.owner()) // a vfork child leaves the table alone
         return to;
     if (to >= Shim::kMaxFd) { // beyond the table: the number would read the ready socket
         real().close(to);
@@ -55,13 +56,13 @@ int alias(int from, int to)
 bool nonBlockingSet(int fd, bool on)
 {
     Shim& shim = Shim::instance();
-    const Route route = shim.route(fd, Wait::Never, false);
+    const Route route = shim.route(fd, Wait::Never, Use::None);
     if (route.conn) {
         route.conn->nonBlocking = on;
         route.conn->impl->setNonBlocking(on);
     } else if (route.setup) {
         route.setup->nonBlocking = on;
-        return shim.route(fd, Wait::Never, false).setup != nullptr;
+        return shim.route(fd, Wait::Never, Use::None).setup != nullptr;
     }
     return true;
 }
@@ -71,7 +72,7 @@ bool nonBlockingSet(int fd, bool on)
 // `use`: false for a number about to be replaced (dup2's target), which needs no handshake.
 void settled(int fd, bool use = true)
 {
-    (void)Shim::instance().route(fd, Wait::Always, use);
+    (void)Shim::instance().route(fd, Wait::Always, use ? Use::Any : Use::None);
 }
 
 int control(int (*call)(int, int, ...), int fd, int cmd, void* arg)
@@ -144,7 +145,7 @@ int connectionOption(int fd, Route route, int level, int name, const void* value
             else
                 (name == SO_RCVTIMEO ? setup.recvTimeout : setup.sendTimeout) = wait;
         }
-        route = Shim::instance().route(fd, Wait::Never, false);
+        route = Shim::instance().route(fd, Wait::Never, Use::None);
         if (route.setup)
             return 0;
     }
@@ -213,7 +214,8 @@ int ioctl(int fd, unsigned long request, ...)
     va_start(args, request);
     void* arg = va_arg(args, void*);
     va_end(args);
-    const Route route = Shim::instance().route(fd, Wait::Never, request == FIONREAD);
+    const Route route =
+        Shim::instance().route(fd, Wait::Never, request == FIONREAD ? Use::Any : Use::None);
     if (route.conn && request == FIONREAD && arg) { // the connection's, not the ready socket's
         smc::Result<std::size_t> n = route.conn->impl->unread();
         if (!n)
@@ -234,7 +236,7 @@ int ioctl(int fd, unsigned long request, ...)
 
 int getsockopt(int fd, int level, int name, void* value, socklen_t* len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never, false);
+    const Route route = Shim::instance().route(fd, Wait::Never, Use::None);
     if (route.setup)
         return real().getsockopt(tcpOf(route), level, name, value, len);
     if (!route.conn)
@@ -250,7 +252,7 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* len)
 
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never, false);
+    const Route route = Shim::instance().route(fd, Wait::Never, Use::None);
     if (!route.conn && !route.setup)
         return real().setsockopt(fd, level, name, value, len);
     if (const int e = connectionOption(fd, route, level, name, value, len); e != 0)
@@ -264,7 +266,7 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
 // Addresses are the TCP socket's.
 int getsockname(int fd, sockaddr* addr, socklen_t* len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never, false);
+    const Route route = Shim::instance().route(fd, Wait::Never, Use::None);
     if (route.setup)
         return real().getsockname(tcpOf(route), addr, len);
     if (!route.conn)
@@ -274,7 +276,7 @@ int getsockname(int fd, sockaddr* addr, socklen_t* len)
 
 int getpeername(int fd, sockaddr* addr, socklen_t* len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never, false);
+    const Route route = Shim::instance().route(fd, Wait::Never, Use::None);
     if (route.setup)
         return real().getpeername(tcpOf(route), addr, len);
     if (!route.conn)

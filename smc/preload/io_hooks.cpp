@@ -24,6 +24,7 @@ using smc::preload::fail;
 using smc::preload::real;
 using smc::preload::Route;
 using smc::preload::Shim;
+using smc::preload::Use;
 using smc::preload::Wait;
 
 namespace
@@ -31,9 +32,9 @@ namespace
 
 // What a call on `fd` with `flags` goes to: a handshake under way is waited for unless the
 // number or the call (MSG_DONTWAIT) is non-blocking.
-Route routed(int fd, int flags)
+Route routed(int fd, int flags, Use use)
 {
-    return Shim::instance().route(fd, (flags & MSG_DONTWAIT) ? Wait::Never : Wait::IfBlocking);
+    return Shim::instance().route(fd, (flags & MSG_DONTWAIT) ? Wait::Never : Wait::IfBlocking, use);
 }
 
 // The errno of a read's or write's error: a wait past SO_RCVTIMEO or SO_SNDTIMEO (the only
@@ -202,7 +203,7 @@ extern "C" {
 
 ssize_t read(int fd, void* buf, size_t count)
 {
-    const Route r = routed(fd, 0);
+    const Route r = routed(fd, 0, Use::Read);
     if (r.error)
         return fail(r.error);
     if (r.conn)
@@ -219,7 +220,7 @@ ssize_t __read_chk(int fd, void* buf, size_t count, size_t size)
 
 ssize_t write(int fd, const void* buf, size_t count)
 {
-    const Route r = routed(fd, 0);
+    const Route r = routed(fd, 0, Use::Any);
     if (r.error)
         return fail(r.error);
     if (r.conn)
@@ -229,7 +230,7 @@ ssize_t write(int fd, const void* buf, size_t count)
 
 ssize_t readv(int fd, const iovec* iov, int count)
 {
-    const Route r = routed(fd, 0);
+    const Route r = routed(fd, 0, Use::Read);
     if (r.error)
         return fail(r.error);
     if (r.conn)
@@ -239,7 +240,7 @@ ssize_t readv(int fd, const iovec* iov, int count)
 
 ssize_t writev(int fd, const iovec* iov, int count)
 {
-    const Route r = routed(fd, 0);
+    const Route r = routed(fd, 0, Use::Any);
     if (r.error)
         return fail(r.error);
     if (r.conn)
@@ -249,7 +250,7 @@ ssize_t writev(int fd, const iovec* iov, int count)
 
 ssize_t recv(int fd, void* buf, size_t len, int flags)
 {
-    const Route r = routed(fd, flags);
+    const Route r = routed(fd, flags, Use::Read);
     if (r.error)
         return fail(r.error);
     if (r.conn)
@@ -266,7 +267,7 @@ ssize_t __recv_chk(int fd, void* buf, size_t len, size_t size, int flags)
 
 ssize_t send(int fd, const void* buf, size_t len, int flags)
 {
-    const Route r = routed(fd, flags);
+    const Route r = routed(fd, flags, Use::Any);
     if (r.error)
         return fail(r.error);
     if (r.conn)
@@ -276,7 +277,7 @@ ssize_t send(int fd, const void* buf, size_t len, int flags)
 
 ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* from, socklen_t* fromLen)
 {
-    const Route r = routed(fd, flags);
+    const Route r = routed(fd, flags, Use::Read);
     if (r.error)
         return fail(r.error);
     if (!r.conn)
@@ -296,7 +297,7 @@ ssize_t __recvfrom_chk(int fd, void* buf, size_t len, size_t size, int flags, so
 
 ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* to, socklen_t toLen)
 {
-    const Route r = routed(fd, flags);
+    const Route r = routed(fd, flags, Use::Any);
     if (r.error)
         return fail(r.error);
     if (!r.conn)
@@ -307,7 +308,7 @@ ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* t
 
 ssize_t recvmsg(int fd, msghdr* msg, int flags)
 {
-    const Route r = routed(fd, flags);
+    const Route r = routed(fd, flags, Use::Read);
     if (r.error)
         return fail(r.error);
     if (!r.conn)
@@ -320,7 +321,7 @@ ssize_t recvmsg(int fd, msghdr* msg, int flags)
 
 ssize_t sendmsg(int fd, const msghdr* msg, int flags)
 {
-    const Route r = routed(fd, flags);
+    const Route r = routed(fd, flags, Use::Any);
     if (r.error)
         return fail(r.error);
     if (!r.conn)
@@ -330,7 +331,7 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags)
 
 ssize_t sendfile(int out, int in, off_t* offset, size_t count)
 {
-    const Route r = routed(out, 0);
+    const Route r = routed(out, 0, Use::Any);
     if (r.error)
         return fail(r.error);
     if (r.conn)

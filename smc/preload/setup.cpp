@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 
+#include "smc/net/clc_io.h"
 #include "smc/net/tcp.h"
 #include "smc/preload/real.h"
 #include "smc/preload/registry.h"
@@ -54,7 +55,8 @@ std::shared_ptr<Conn> connection(int fd, int tcp, bool server, std::uint64_t gen
     return conn;
 }
 
-void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd announcement)
+void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd announcement,
+         const Handshake& handshake)
 {
     Shim& shim = Shim::instance();
     const SocketOptions& options = shim.settings().options;
@@ -70,8 +72,7 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
         (void)shim.settle(fd, *setup, tcp, nullptr);
         return;
     }
-    Result<net::Outcome> outcome = setup->server ? net::serverHandshake(stack, tcp, options)
-                                                 : net::clientHandshake(stack, tcp, options);
+    Result<net::Outcome> outcome = handshake(tcp);
     announcement.reset();
     if (!outcome) {
         stack.countHandshakeError();
@@ -123,8 +124,10 @@ Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> o
         return Transport::None;
     }
     // The number's file is now the ready socket: its O_NONBLOCK is what F_GETFL shows, so it
-    // must be the socket's (a program may save the flags and set them again).
-    setNonBlocking(fd, nonBlock);
+    // must be the socket's (a program may save the flags and set them again). It is made
+    // non-blocking.
+    if (!nonBlock)
+        setNonBlocking(fd, false);
     conn->impl->setNonBlocking(nonBlock);
     conn->nonBlocking = nonBlock;
     const Transport transport = conn->impl->transport();
@@ -132,38 +135,120 @@ Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> o
     return transport;
 }
 
-void beginAccepted(int fd)
+namespace
+{
+
+// The end of server handshake `outcome` on number `fd`, run in the program's call.
+void endAccepted(int fd, StackCore& stack, Result<net::Outcome> outcome)
 {
     Shim& shim = Shim::instance();
-    StackCore* stack = shim.stack();
-    if (!stack)
-        return; // TCP: the client then waits for CLC until its timeout, and falls back
-    if (nonBlocking(fd)) {
-        std::shared_ptr<Setup> setup = prepareSetup(fd, true);
-        if (setup && beginSetup(fd, std::move(setup), *stack, UniqueFd()))
-            return;
-    }
-    Result<net::Outcome> outcome = net::serverHandshake(*stack, fd, shim.settings().options);
     if (!outcome) {
-        stack->countHandshakeError();
+        stack.countHandshakeError();
         shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
         shim.untrack(fd);
         (void)::shutdown(fd, SHUT_RDWR); // nothing of the program's went over it: it ends
         return;
     }
     if (auto* fallback = std::get_if<net::Fallback>(&*outcome)) {
-        stack->countFallback(true, fallback->reason);
+        stack.countFallback(true, fallback->reason);
         shim.log("fd %d: server TCP (fallback %s)", fd, clc::toString(fallback->reason));
         shim.untrack(fd);
         return;
     }
-    const Transport transport = redirect(fd, *stack, true, std::move(outcome));
+    const Transport transport = redirect(fd, stack, true, std::move(outcome));
     shim.untrack(fd); // its registrations moved along with it
     if (transport == Transport::None) {
         (void)::shutdown(fd, SHUT_RDWR);
         return;
     }
     shim.log("fd %d: server %s", fd, toString(transport));
+}
+
+// The server handshake's rest on a handshake thread while the number refers to a stand-in; in
+// the call if there is no stand-in or thread for it.
+void handOff(int fd, StackCore& stack, const Handshake& handshake)
+{
+    std::shared_ptr<Setup> setup = prepareSetup(fd, true);
+    if (setup && beginSetup(fd, std::move(setup), stack, UniqueFd(), handshake))
+        return;
+    endAccepted(fd, stack, handshake(fd));
+}
+
+// The handshake from `step` on.
+Handshake restFrom(StackCore& stack, Result<net::ServerStep> step)
+{
+    auto held = std::make_shared<Result<net::ServerStep>>(std::move(step));
+    return [&stack, held](int tcp) {
+        return net::serverRest(stack, tcp, std::move(*held), Shim::instance().settings().options);
+    };
+}
+
+} // namespace
+
+void beginAccepted(int fd)
+{
+    Shim& shim = Shim::instance();
+    StackCore* stack = shim.stack();
+    if (!stack)
+        return; // TCP: the client then waits for CLC until its timeout, and falls back
+    const SocketOptions& options = shim.settings().options;
+    if (!nonBlocking(fd)) {
+        endAccepted(fd, *stack, net::serverHandshake(*stack, fd, options));
+        return;
+    }
+    // SMC-R's steps may wait for its link group: not in the program's call.
+    if (options.mode != Mode::SmcD || !net::firstMessageQueued(fd)) {
+        net::lowerLowWater(fd); // for the program's reads, after a fallback
+        handOff(fd, *stack, [stack](int tcp) {
+            return net::serverHandshake(*stack, tcp, Shim::instance().settings().options);
+        });
+        return;
+    }
+    Result<net::ServerStep> step = net::serverBegin(*stack, fd, options);
+    auto* pending = step ? std::get_if<net::SmcdPending>(&*step) : nullptr;
+    if (pending == nullptr) {
+        endAccepted(fd, *stack,
+                    net::serverRest(*stack, fd, std::move(step), options)); // an end already
+        return;
+    }
+    shim.addAnswered(fd, std::make_shared<Answered>(std::move(*pending), shim.generation()));
+}
+
+bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later)
+{
+    Shim& shim = Shim::instance();
+    MutexLocker lock(answered->mutex);
+    if (!answered->pending)
+        return true; // another call took it on
+    const bool queued = [fd] {
+        const Shim::Bypass bypass; // the library looks at the number the table holds
+        return net::firstMessageQueued(fd);
+    }();
+    if (!queued && later)
+        return false;
+    net::SmcdPending pending = std::move(*answered->pending);
+    answered->pending.reset();
+    // Out of the table first: the library's calls on the number are the kernel's from here on.
+    shim.dropAnswered(fd, *answered);
+    StackCore& stack = *shim.stack(); // there: it answered
+    if (!queued) {
+        net::lowerLowWater(fd);
+        handOff(fd, stack, restFrom(stack, net::ServerStep(std::move(pending))));
+        return true;
+    }
+    Result<net::ServerStep> step =
+        net::serverConfirm(stack, fd, std::move(pending), shim.settings().options);
+    if (step && std::holds_alternative<net::SmcdConfirmed>(*step))
+        handOff(fd, stack, restFrom(stack, std::move(step))); // an attach waits for the client
+    else
+        endAccepted(fd, stack,
+                    net::serverRest(stack, fd, std::move(step), shim.settings().options));
+    return true;
+}
+
+Answered::Answered(net::SmcdPending pending_, std::uint64_t generation_)
+    : pending(std::move(pending_)), generation(generation_)
+{
 }
 
 Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, std::uint64_t generation_)
@@ -184,7 +269,8 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server)
                                    Shim::instance().generation());
 }
 
-bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement)
+bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement,
+                Handshake handshake)
 {
     if (!Shim::instance().addSetup(fd, setup))
         return false;
@@ -192,7 +278,9 @@ bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd
     auto held = std::make_shared<UniqueFd>(std::move(announcement));
     Executor& pool = setup->server ? Shim::instance().serverHandshakes() : stack.handshakes();
     try {
-        pool.postBlocking([fd, setup, &stack, held] { run(fd, setup, stack, std::move(*held)); });
+        pool.postBlocking([fd, setup, &stack, held, handshake = std::move(handshake)] {
+            run(fd, setup, stack, std::move(*held), handshake);
+        });
     } catch (const std::exception&) {
         // No thread for it (nothing may leave a libc call as an exception): the number goes
         // back to its TCP socket, shut down, as after a handshake that failed.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -48,6 +49,22 @@ struct Setup {
     std::optional<std::chrono::milliseconds> sendTimeout SMC_GUARDED_BY(mutex);
 };
 
+// An accepted connection whose server handshake ran in the program's own call up to our
+// ACCEPT (beginAccepted) and now waits for the client's CONFIRM. Its number stays the TCP
+// socket meanwhile, which turns readable when the CONFIRM comes: an event loop that reads
+// wakes for it as it would for the client's first bytes, and its next read takes the handshake
+// to its end (continueAnswered). No thread of ours waits for the client.
+struct Answered {
+    Answered(net::SmcdPending pending, std::uint64_t generation);
+
+    Mutex mutex; // one call at a time takes the handshake on
+    std::optional<net::SmcdPending> pending SMC_GUARDED_BY(mutex); // none once taken on
+    const std::uint64_t generation;
+};
+
+// The handshake's rest from the TCP socket `tcp` on, on a handshake thread.
+using Handshake = std::function<Result<net::Outcome>(int tcp)>;
+
 // A setup for number `fd`, a non-blocking TCP socket (connecting, or just accepted), not yet
 // begun; null when its stand-in cannot be made (the caller then runs the handshake in the call).
 std::shared_ptr<Setup> prepareSetup(int fd, bool server);
@@ -56,15 +73,25 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server);
 // to the stack's handshake threads; `announcement` (a client's, registry.h) is held until the
 // handshake is over (taken only when this succeeds). False, with nothing changed, if the number
 // cannot be moved.
-bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement);
+bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement,
+                Handshake handshake);
 
 // A connection accepted for SMC (the client announced itself) begins its server handshake at
 // the first call that uses it (Shim::route), made by whichever process makes it: a forking
 // server's parent only accepts and closes, its child reads and writes, and the connection is
-// the child's. On the stack's handshake threads when the number is non-blocking by then (the
-// call says EAGAIN meanwhile), in the call otherwise. A handshake that fails shuts the TCP
-// socket down: the program reads the end of the stream.
+// the child's. A non-blocking number whose PROPOSAL is queued (an event loop read it because
+// it was readable) answers it in the call and waits for the CONFIRM as Answered; otherwise the
+// handshake runs on the stack's handshake threads when the number is non-blocking (the call
+// says EAGAIN meanwhile), in the call when it is blocking. A handshake that fails shuts the
+// TCP socket down: the program reads the end of the stream.
 void beginAccepted(int fd);
+
+// A call uses `fd`, whose handshake `answered` is: with the CONFIRM queued, the handshake ends
+// in the call (or, when the client's DMB must still be mapped, on a handshake thread with the
+// number on a stand-in). Without it, false when the call may be told "later" (`later`: a read
+// that may not wait), else the rest goes to a handshake thread (a stand-in meanwhile). True:
+// the table says what the number is now.
+bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later);
 
 // The number `fd` now stands for an SMC connection made from its TCP socket: the TCP socket
 // moves to a descriptor of the connection's own, the number to the connection's ready

@@ -26,6 +26,7 @@ using smc::preload::real;
 using smc::preload::redirect;
 using smc::preload::Route;
 using smc::preload::Shim;
+using smc::preload::Use;
 using smc::preload::Wait;
 
 namespace
@@ -112,7 +113,7 @@ int socket(int domain, int type, int protocol)
 int connect(int fd, const sockaddr* to, socklen_t len)
 {
     Shim& shim = Shim::instance();
-    const Route route = shim.route(fd, Wait::Never, false);
+    const Route route = shim.route(fd, Wait::Never, Use::None);
     if (route.setup) // a connect under way
         return fail(route.error == EAGAIN ? EALREADY : route.error);
     if (route.conn)
@@ -130,7 +131,11 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         if (std::shared_ptr<smc::preload::Setup> setup = smc::preload::prepareSetup(fd, false)) {
             if (real().connect(fd, to, len) != 0 && errno != EINPROGRESS)
                 return -1;
-            if (smc::preload::beginSetup(fd, std::move(setup), *stack, std::move(*announced)))
+            auto handshake = [stack](int tcp) {
+                return smc::net::clientHandshake(*stack, tcp, Shim::instance().settings().options);
+            };
+            if (smc::preload::beginSetup(fd, std::move(setup), *stack, std::move(*announced),
+                                         handshake))
                 return fail(EINPROGRESS);
         }
     }

@@ -145,28 +145,44 @@ StackCore* Shim::stack()
     return stack_ ? &coreOf(*stack_) : nullptr;
 }
 
-Route Shim::route(int fd, Wait wait, bool use)
+thread_local bool Shim::tlsBypass = false;
+
+Route Shim::route(int fd, Wait wait, Use use)
 {
-    while (marked(fd)) {
+    while (marked(fd) && !tlsBypass) {
         std::shared_ptr<Setup> setup;
+        std::shared_ptr<Answered> answered;
         {
             Stripe& s = stripe(fd);
             MutexLocker lock(s.mutex);
             if (conns_[fd])
                 return {conns_[fd], nullptr, 0};
+            if (use == Use::None && (s.accepted.contains(fd) || s.answered.contains(fd)))
+                return {}; // the TCP socket, as it is until then
             if (s.accepted.contains(fd)) {
-                if (!use)
-                    return {}; // the TCP socket, as it is until then
                 s.accepted.erase(fd);
                 remark(fd, s);
                 lock.unlock();
                 beginAccepted(fd);
                 continue;
             }
-            const auto it = s.setups.find(fd);
-            if (it == s.setups.end())
+            if (const auto it = s.setups.find(fd); it != s.setups.end())
+                setup = it->second;
+            else if (const auto a = s.answered.find(fd); a != s.answered.end())
+                answered = a->second;
+            else
                 return {};
-            setup = it->second;
+        }
+        if (answered) {
+            if (answered->generation != generation())
+                return {nullptr, nullptr, EOPNOTSUPP}; // the parent's handshake: it ends there
+            // A read that may not wait is answered on the TCP socket itself until the client's
+            // CONFIRM is there; anything else takes the handshake on from here.
+            const bool later = use == Use::Read && (wait == Wait::Never ||
+                                                    (wait == Wait::IfBlocking && nonBlocking(fd)));
+            if (!continueAnswered(fd, answered, later))
+                return {nullptr, nullptr, EAGAIN};
+            continue;
         }
         if (setup->generation != generation())
             return {nullptr, setup, EOPNOTSUPP}; // the parent's handshake: it ends there
@@ -192,7 +208,7 @@ void Shim::add(int fd, std::shared_ptr<Conn> conn)
 void Shim::remark(int fd, Stripe& s)
 {
     marked_[fd].store(conns_[fd] || announcements_[fd].valid() || s.setups.contains(fd) ||
-                          s.accepted.contains(fd),
+                          s.accepted.contains(fd) || s.answered.contains(fd),
                       std::memory_order_relaxed);
 }
 
@@ -206,12 +222,34 @@ void Shim::addAccepted(int fd)
     tracked_[fd].store(true, std::memory_order_relaxed); // until its handshake moves it
 }
 
+void Shim::addAnswered(int fd, std::shared_ptr<Answered> answered)
+{
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    s.answered[fd] = std::move(answered);
+    marked_[fd].store(true, std::memory_order_relaxed);
+}
+
+void Shim::dropAnswered(int fd, const Answered& answered)
+{
+    std::shared_ptr<Answered> gone; // its end (an RMB back to the pool) not under the lock
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    if (const auto it = s.answered.find(fd);
+        it != s.answered.end() && it->second.get() == &answered) {
+        gone = std::move(it->second);
+        s.answered.erase(it);
+        remark(fd, s);
+    }
+}
+
 void Shim::forget(int fd)
 {
     if ((!marked(fd) && !tracked(fd)) || !owner())
         return;
     std::shared_ptr<Conn> conn;
     std::shared_ptr<Setup> setup;
+    std::shared_ptr<Answered> answered;
     UniqueFd announcement;
     {
         Stripe& s = stripe(fd);
@@ -219,6 +257,10 @@ void Shim::forget(int fd)
         tracked_[fd].store(false, std::memory_order_relaxed);
         conn = std::move(conns_[fd]);
         announcement = std::move(announcements_[fd]);
+        if (const auto it = s.answered.find(fd); it != s.answered.end()) {
+            answered = std::move(it->second);
+            s.answered.erase(it);
+        }
         if (const auto it = s.setups.find(fd); it != s.setups.end()) {
             setup = std::move(it->second);
             s.setups.erase(it);
@@ -236,6 +278,9 @@ void Shim::forget(int fd)
     // the parent's, which goes on there.
     if (setup && setup->generation == generation())
         (void)::shutdown(setup->tcp.get(), SHUT_RDWR);
+    // The parent's answered handshake holds an RMB of the parent's stack: never given back here.
+    if (answered && answered->generation != generation())
+        (void)new std::shared_ptr<Answered>(std::move(answered));
     if (conn) {
         if (conn->generation != generation()) {
             // The parent's connection: its stack has no threads here. Dropping the number is

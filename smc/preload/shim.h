@@ -48,7 +48,8 @@ struct Settings {
     StackConfig stack;     // SMC_RUN_POLICY
 };
 
-struct Setup; // setup.h
+struct Setup;    // setup.h
+struct Answered; // setup.h
 
 // What a call on a number goes to.
 struct Route {
@@ -62,6 +63,11 @@ struct Route {
 // Whether route() waits for a handshake under way: never (the call answers at once), when the
 // number is blocking and the call may wait, or always (a call with no way to say "later").
 enum class Wait : std::uint8_t { Never, IfBlocking, Always };
+
+// What a call does with the connection: nothing (its options and addresses), reads its bytes
+// (which a handshake under way may answer with EAGAIN on the TCP socket itself, as TCP would
+// with nothing to read), or anything else (its bytes either way, or a copy of the number).
+enum class Use : std::uint8_t { None, Read, Any };
 
 class Shim
 {
@@ -87,10 +93,20 @@ public:
 
     // What `fd` is to us; empty for a descriptor that is not ours (the common case costs one
     // relaxed load). A handshake under way on a blocking number, or with Wait::Always, is
-    // waited for: then the number is SMC or TCP. `use`: the call uses the connection (its
-    // bytes, or a copy of the number), which begins the handshake of one accepted for SMC
-    // (setup.h, beginAccepted); calls on its options and addresses do not.
-    Route route(int fd, Wait wait = Wait::IfBlocking, bool use = true);
+    // waited for: then the number is SMC or TCP. A call that uses the connection begins or
+    // continues the handshake of one accepted for SMC (setup.h: beginAccepted, Answered);
+    // calls on its options and addresses (Use::None) do not.
+    Route route(int fd, Wait wait = Wait::IfBlocking, Use use = Use::Any);
+    // While one lives, this thread's calls reach the kernel as they are (route() finds
+    // nothing): for the library's own calls on a number the table holds.
+    class Bypass
+    {
+    public:
+        Bypass() noexcept { tlsBypass = true; }
+        ~Bypass() { tlsBypass = false; }
+        Bypass(const Bypass&) = delete;
+        Bypass& operator=(const Bypass&) = delete;
+    };
     void add(int fd, std::shared_ptr<Conn> conn);
 
     // The number `fd` goes (close, or dup2 onto it): its announcement is dropped, its handshake
@@ -100,6 +116,10 @@ public:
 
     // `fd` was accepted for SMC: its handshake waits for its first use (route()).
     void addAccepted(int fd);
+    // `fd`'s handshake answered on the TCP socket and waits for the client (setup.h), until a
+    // call takes it on (dropAnswered, if `answered` is still the number's).
+    void addAnswered(int fd, std::shared_ptr<Answered> answered);
+    void dropAnswered(int fd, const Answered& answered);
 
     // The listener announcement held for listening socket `fd` (see registry.h).
     void holdAnnouncement(int fd, UniqueFd announcement);
@@ -141,6 +161,7 @@ private:
         std::unordered_map<int, std::shared_ptr<Setup>> setups SMC_GUARDED_BY(mutex);
         std::unordered_map<int, std::vector<Watch>> watches SMC_GUARDED_BY(mutex);
         std::unordered_set<int> accepted SMC_GUARDED_BY(mutex); // awaiting their first use
+        std::unordered_map<int, std::shared_ptr<Answered>> answered SMC_GUARDED_BY(mutex);
     };
 
     Shim();
@@ -164,6 +185,7 @@ private:
     bool moveLocked(int fd, int file, Stripe& s) SMC_REQUIRES(s.mutex);
     void settled(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
 
+    static thread_local bool tlsBypass;
     static constexpr unsigned kStripes = 64;
     Settings settings_;
     std::atomic<std::uint64_t> generation_{1};

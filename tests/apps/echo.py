@@ -6,7 +6,8 @@
 # socket in an edge-triggered epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
 # (the second socket gets the number again); "loop N" is one event loop that is both ends of N
-# connections at once. Plain
+# connections at once; "greeter PORTFILE" and "greeted PORT" are a server that speaks first
+# from a non-blocking socket whose first read found nothing, and one that closes it then. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO; a subprocess), nothing smc-core.
 import errno
@@ -109,6 +110,62 @@ elif sys.argv[1] == "loop":
             except BlockingIOError:
                 pass
     print("ok")
+elif sys.argv[1] == "greeter":
+    # Two connections, each read first from a non-blocking socket (the client says nothing
+    # until greeted): the first is then greeted and its answer read to the end; the second is
+    # closed at once.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(2)
+    with open(sys.argv[2], "w") as f:
+        f.write(str(s.getsockname()[1]))
+    for i in range(2):
+        c, _ = s.accept()
+        c.setblocking(False)
+        select.select([c], [], [], 0.2)  # the client's handshake, and maybe more, comes
+        try:
+            print(f"MISMATCH: a read before the greeting gave {c.recv(16)!r}")
+            sys.exit(0)
+        except BlockingIOError:
+            pass
+        if i == 1:
+            c.close()
+            break
+        greeting, sent = b"hello", 0
+        while sent < len(greeting):
+            select.select([], [c], [], 10)
+            try:
+                sent += c.send(greeting[sent:])
+            except BlockingIOError:
+                pass
+        c.setblocking(True)
+        answer = b""
+        while d := c.recv(64):
+            answer += d
+        c.close()
+        if answer != b"hello!":
+            print(f"MISMATCH: the greeted answered {answer!r}")
+            sys.exit(0)
+    print("ok")
+elif sys.argv[1] == "greeted":
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    greeting = b""
+    while len(greeting) < 5 and (d := c.recv(5 - len(greeting))):
+        greeting += d
+    c.sendall(greeting + b"!")
+    c.shutdown(socket.SHUT_WR)
+    c.close()
+    # The second connection is closed unanswered: its end comes, it never hangs.
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    c.settimeout(10)
+    try:
+        end = c.recv(16)
+    except ConnectionResetError:
+        end = b""
+    except TimeoutError:
+        print("MISMATCH: a connection its server closed did not end")
+        sys.exit(0)
+    print("ok" if greeting == b"hello" and end == b"" else f"MISMATCH: {greeting!r}, {end!r}")
 elif sys.argv[1] == "nbclient":
     n = int(sys.argv[3])
     data = payload(n)
