@@ -71,15 +71,19 @@ void Executor::post(Task task)
 Executor::TimerId Executor::postAfter(std::chrono::nanoseconds delay, Task task)
 {
     TimerId id;
+    bool first = false;
     {
         MutexLocker lock(mutex_);
         if (stop_)
             return {};
         id = {Clock::now() + delay, nextTimer_++};
-        timers_.emplace(std::pair(id.due, id.seq), std::move(task));
+        const auto at = timers_.emplace(std::pair(id.due, id.seq), std::move(task)).first;
+        first = at == timers_.begin(); // begin() after the insertion
     }
-    // Every thread may sleep until a later deadline: wake them all.
-    wake_.notify_all();
+    // A thread may sleep until a later deadline, or for good: wake them all. A timer behind
+    // another (the common case: one timeout for many) wakes nobody; the earlier one will.
+    if (first)
+        wake_.notify_all();
     return id;
 }
 

@@ -163,6 +163,28 @@ TEST(Executor, CancelDropsATimerOnce)
     EXPECT_EQ(ran.load(), 0);
 }
 
+// postAfter wakes the threads only for a timer due before every other one: each case below
+// is a timer that threads asleep (for nothing, or until a later timer) must wake for.
+TEST(Executor, ATimerRunsWhateverItsThreadsSleepFor)
+{
+    Executor executor({2, 8, 1000ms});
+    auto runs = [&](std::chrono::milliseconds delay) {
+        std::this_thread::sleep_for(20ms); // both threads asleep by now
+        std::promise<void> fired;
+        executor.postAfter(delay, [&] { fired.set_value(); });
+        return fired.get_future().wait_for(5s) == std::future_status::ready;
+    };
+    EXPECT_TRUE(runs(1ms)) << "threads that had nothing to wait for";
+    const Executor::TimerId far = executor.postAfter(1h, [] {});
+    EXPECT_TRUE(runs(1ms)) << "threads asleep until a later timer";
+    std::promise<void> behind;
+    executor.postAfter(60ms, [&] { behind.set_value(); });
+    EXPECT_TRUE(runs(10ms)) << "threads asleep until a later timer again";
+    EXPECT_EQ(behind.get_future().wait_for(5s), std::future_status::ready)
+        << "a timer posted behind an earlier one";
+    EXPECT_TRUE(executor.cancel(far));
+}
+
 TEST(PeriodicTimer, TicksUntilStopped)
 {
     Executor executor({2, 8, 1000ms});
