@@ -171,6 +171,92 @@ clc::Hostname hostname()
     return name;
 }
 
+namespace
+{
+
+// The client's step after its PROPOSAL `offer`: the server's `answer`.
+Result<ClientStep> clientAccept(StackCore& stack, int fd, const clc::Proposal& offer,
+                                Result<clc::Message> answer, const SocketOptions& options,
+                                Deadline deadline)
+{
+    if (!answer)
+        return hard(answer.error());
+    if (const auto* d = std::get_if<clc::Decline>(&*answer))
+        return ClientStep(Outcome(peerDeclined(*d)));
+    const auto* accept = std::get_if<clc::Accept>(&*answer);
+    if (accept == nullptr)
+        return std::make_error_code(std::errc::protocol_error);
+    const std::uint8_t version = accept->version;
+    auto lifted = [](Result<Outcome> r) -> Result<ClientStep> {
+        if (!r)
+            return r.error();
+        return ClientStep(std::move(*r));
+    };
+    if (std::holds_alternative<clc::SmcrAcceptConfirm>(accept->path) &&
+        clc::hasSmcR(version == clc::kVersion1 ? offer.typeV1 : offer.typeV2))
+        return lifted(smcrClient(stack, fd, *accept, options));
+    if (!usable(stack, *accept)) // not what we proposed
+        return lifted(sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline));
+    const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
+
+    const IsmGid serverGid{server.gid, server.gidExt};
+    Result<BufferRef> acquired = stack.takeRmb(serverGid, options.rmbBytes);
+    if (!acquired)
+        return lifted(sendDecline(fd, bufferDecline(acquired.error()), version, {}, deadline));
+    OwnDmb rmb(stack, *acquired);
+    Result<DmbToken> token = stack.device().grant(rmb->dmbToken(), serverGid);
+    if (!token)
+        return lifted(sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline));
+    rmb->setDmbToken(*token);
+    ClientAccepted accepted{std::move(rmb), server, accept->firstContact,
+                            accept->firstContact ? accept->fce.release : clc::kRelease1, version};
+    RemoteDmb kept = stack.device().takeKeptRemote(serverGid, server.token);
+    if (!kept)
+        return ClientStep(std::move(accepted));
+    return lifted(clientConfirm(stack, fd, std::move(accepted), announced(std::move(kept), server),
+                                deadline));
+}
+
+} // namespace
+
+Result<Outcome> clientConfirm(StackCore& stack, int fd, ClientAccepted accepted,
+                              Result<RemoteDmb> peer, Deadline deadline)
+{
+    const clc::SmcdAcceptConfirm& server = accepted.server;
+    if (!peer)
+        return sendDecline(fd, clc::DeclineCode::Mem, accepted.version, {}, deadline);
+    const std::uint32_t group = groupIdFrom(server);
+    clc::Confirm confirm{ourDmb(stack, accepted.rmb.get(), group, accepted.firstContact, server.eid,
+                                accepted.release)};
+    if (Result<void> sent = writeClc(fd, confirm, deadline); !sent)
+        return sent.error();
+    return Outcome(
+        SmcdSetup{std::move(accepted.rmb), std::move(*peer), {server.gid, server.gidExt}, group});
+}
+
+Result<clc::Proposal> clientPropose(StackCore& stack, int fd, const SocketOptions& options)
+{
+    const clc::Proposal offer = proposal(stack, Mode::SmcD, std::nullopt);
+    if (Result<void> sent = writeClc(fd, offer, deadlineAfter(options.clcTimeout)); !sent)
+        return sent.error();
+    return offer;
+}
+
+Result<ClientStep> clientAnswer(StackCore& stack, int fd, const clc::Proposal& offer,
+                                const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    return clientAccept(stack, fd, offer, readClc(fd, deadline), options, deadline);
+}
+
+Result<Outcome> clientMap(StackCore& stack, int fd, ClientAccepted accepted,
+                          const SocketOptions& options)
+{
+    const Deadline deadline = deadlineAfter(options.clcTimeout);
+    Result<RemoteDmb> peer = mapPeer(stack, accepted.server, deadline);
+    return clientConfirm(stack, fd, std::move(accepted), std::move(peer), deadline);
+}
+
 Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& options)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
@@ -185,40 +271,15 @@ Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& o
     const clc::Proposal offer = proposal(stack, options.mode, local);
     if (Result<void> sent = writeClc(fd, offer, deadline); !sent)
         return sent.error();
-    Result<clc::Message> answer = readClc(fd, deadline);
-    if (!answer)
-        return hard(answer.error());
-    if (const auto* d = std::get_if<clc::Decline>(&*answer))
-        return Outcome(peerDeclined(*d));
-    const auto* accept = std::get_if<clc::Accept>(&*answer);
-    if (accept == nullptr)
-        return std::make_error_code(std::errc::protocol_error);
-    const std::uint8_t version = accept->version;
-    if (std::holds_alternative<clc::SmcrAcceptConfirm>(accept->path) &&
-        clc::hasSmcR(version == clc::kVersion1 ? offer.typeV1 : offer.typeV2))
-        return smcrClient(stack, fd, *accept, options);
-    if (!usable(stack, *accept)) // not what we proposed
-        return sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline);
-    const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
-
-    const IsmGid serverGid{server.gid, server.gidExt};
-    Result<BufferRef> acquired = stack.takeRmb(serverGid, options.rmbBytes);
-    if (!acquired)
-        return sendDecline(fd, bufferDecline(acquired.error()), version, {}, deadline);
-    OwnDmb rmb(stack, *acquired);
-    Result<RemoteDmb> peer = std::make_error_code(std::errc::invalid_argument);
-    if (Result<DmbToken> token = stack.device().grant(rmb->dmbToken(), serverGid)) {
-        rmb->setDmbToken(*token);
-        peer = mapPeer(stack, server, deadline);
+    Result<ClientStep> step =
+        clientAccept(stack, fd, offer, readClc(fd, deadline), options, deadline);
+    if (!step)
+        return step.error();
+    if (auto* accepted = std::get_if<ClientAccepted>(&*step)) {
+        Result<RemoteDmb> peer = mapPeer(stack, accepted->server, deadline);
+        return clientConfirm(stack, fd, std::move(*accepted), std::move(peer), deadline);
     }
-    if (!peer)
-        return sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline);
-    const std::uint8_t release = accept->firstContact ? accept->fce.release : clc::kRelease1;
-    clc::Confirm confirm{
-        ourDmb(stack, rmb.get(), groupIdFrom(server), accept->firstContact, server.eid, release)};
-    if (Result<void> sent = writeClc(fd, confirm, deadline); !sent)
-        return sent.error();
-    return Outcome(SmcdSetup{std::move(rmb), std::move(*peer), serverGid, groupIdFrom(server)});
+    return std::move(std::get<Outcome>(*step));
 }
 
 Result<ServerStep> lift(Result<Outcome> r)

@@ -38,6 +38,32 @@ clc::Proposal smcdProposal(const IsmGid& gid, const clc::Eid& ueid);
 // IPv4 prefix), Mem (no buffer, no group), ErrRdyLnk (the link), ErrRtok (the server's rtoken).
 Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& options);
 
+// An SMC-D client handshake whose ACCEPT is read and checked, our RMB granted to the server,
+// the server's DMB still to be mapped. Dropped unfinished, it gives the RMB back.
+struct ClientAccepted {
+    OwnDmb rmb;
+    clc::SmcdAcceptConfirm server;
+    bool firstContact = false;
+    std::uint8_t release = clc::kRelease1;
+    std::uint8_t version = clc::kVersion2;
+};
+using ClientStep = std::variant<Outcome, ClientAccepted>;
+
+// clientHandshake of SMC-D alone (as options.mode SmcD) in steps, so that no wait for the
+// server holds a thread: clientPropose sends the PROPOSAL (the offer, for the ACCEPT's check);
+// once the answer is all queued (net::firstMessageQueued), clientAnswer reads it and ends the
+// handshake, our CONFIRM sent, when the server's DMB is mapped here already (kept: no wait),
+// or leaves ClientAccepted for clientMap, which attaches it (up to options.clcTimeout) and
+// confirms. Errors: clientHandshake's; each blocks only while the socket has no room to write.
+Result<clc::Proposal> clientPropose(StackCore& stack, int fd, const SocketOptions& options);
+Result<ClientStep> clientAnswer(StackCore& stack, int fd, const clc::Proposal& offer,
+                                const SocketOptions& options);
+Result<Outcome> clientMap(StackCore& stack, int fd, ClientAccepted accepted,
+                          const SocketOptions& options);
+// The CONFIRM with the server's DMB `peer` (mapped or not: a DECLINE Mem if not).
+Result<Outcome> clientConfirm(StackCore& stack, int fd, ClientAccepted accepted,
+                              Result<RemoteDmb> peer, Deadline deadline);
+
 // The server's side after accept. A peer that sends no CLC (nothing within the timeout, or
 // bytes that are not CLC) is a Fallback with PeerNoSmc and nothing of its stream consumed:
 // user space cannot see the TCP option that tells Linux in the SYN. A malformed PROPOSAL is

@@ -14,6 +14,7 @@
 #include "smc/preload/real.h"
 #include "smc/preload/registry.h"
 #include "smc/preload/shim.h"
+#include "smc/socket/internal/arrivals.h"
 #include "smc/socket/internal/socket_impl.h"
 
 namespace smc::preload
@@ -55,12 +56,15 @@ std::shared_ptr<Conn> connection(int fd, int tcp, bool server, std::uint64_t gen
     return conn;
 }
 
+// The handshake's end on number `fd`: it becomes the connection, or the TCP socket again.
+void finish(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
+            Result<net::Outcome> outcome);
+
 void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd announcement,
          const Handshake& handshake)
 {
     Shim& shim = Shim::instance();
     const SocketOptions& options = shim.settings().options;
-    const char* role = setup->server ? "server" : "client";
     const int tcp = setup->tcp.get();
     if (!setup->server && !tcpConnected(tcp, options.connectTimeout)) {
         // Refused, unreachable, or still trying: the socket itself says so, as it would have.
@@ -74,6 +78,15 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
     }
     Result<net::Outcome> outcome = handshake(tcp);
     announcement.reset();
+    finish(fd, setup, stack, std::move(outcome));
+}
+
+void finish(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
+            Result<net::Outcome> outcome)
+{
+    Shim& shim = Shim::instance();
+    const char* role = setup->server ? "server" : "client";
+    const int tcp = setup->tcp.get();
     if (!outcome) {
         stack.countHandshakeError();
         shim.log("fd %d: handshake failed: %s", fd, outcome.error().message().c_str());
@@ -104,6 +117,80 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
         conn->impl->close();
     (void)::shutdown(tcp, SHUT_RDWR);
     (void)shim.settle(fd, *setup, tcp, nullptr);
+}
+
+// Whether the TCP connect of `tcp` is over and connected, without waiting.
+bool connectedNow(int tcp) noexcept
+{
+    pollfd p{tcp, POLLOUT, 0};
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0 &&
+           real().getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
+}
+
+// The server's answer to client `setup`'s `offer` is there (or, `late`, not in time).
+// `announcement` goes when the handshake is over.
+void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
+                const std::shared_ptr<UniqueFd>& announcement, const clc::Proposal& offer,
+                bool late)
+{
+    const int tcp = setup->tcp.get();
+    Result<net::ClientStep> step =
+        late ? Result<net::ClientStep>(std::make_error_code(std::errc::timed_out))
+             : net::clientAnswer(stack, tcp, offer, Shim::instance().settings().options);
+    auto* accepted = step ? std::get_if<net::ClientAccepted>(&*step) : nullptr;
+    if (accepted == nullptr) {
+        announcement->reset();
+        finish(fd, setup, stack,
+               step ? Result<net::Outcome>(std::move(std::get<net::Outcome>(*step)))
+                    : Result<net::Outcome>(step.error()));
+        return;
+    }
+    auto mapping = std::make_shared<net::ClientAccepted>(std::move(*accepted));
+    try {
+        stack.handshakes().postBlocking([fd, setup, &stack, announcement, mapping] {
+            Result<net::Outcome> outcome = net::clientMap(
+                stack, setup->tcp.get(), std::move(*mapping), Shim::instance().settings().options);
+            announcement->reset();
+            finish(fd, setup, stack, std::move(outcome));
+        });
+    } catch (const std::exception&) {
+        announcement->reset();
+        finish(fd, setup, stack, std::make_error_code(std::errc::not_enough_memory));
+    }
+}
+
+// The client handshake's steps without a thread of their own: the PROPOSAL now, the ACCEPT
+// when it is all queued (on the executor's epoll thread, Arrivals), an attach (which waits for
+// the server's device) on a handshake thread. False, nothing begun, when it cannot start.
+bool answerLater(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
+                 UniqueFd& announcement)
+{
+    Shim& shim = Shim::instance();
+    const SocketOptions& options = shim.settings().options;
+    const int tcp = setup->tcp.get();
+    std::shared_ptr<Arrivals> arrivals = shim.arrivals();
+    if (options.mode != Mode::SmcD || !arrivals || !connectedNow(tcp) || !localPeer(tcp))
+        return false;
+    UniqueFd watched(real().fcntl(tcp, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
+    if (!watched || !shim.addSetup(fd, setup))
+        return false;
+    Result<clc::Proposal> offer = net::clientPropose(stack, tcp, options);
+    if (!offer) {
+        announcement.reset();
+        finish(fd, setup, stack, offer.error());
+        return true;
+    }
+    auto held = std::make_shared<UniqueFd>(std::move(announcement));
+    auto answered = [fd, setup, &stack, held, offer = std::move(*offer)](UniqueFd, bool late) {
+        takeAnswer(fd, setup, stack, held, offer, late);
+    };
+    if (!arrivals->awaitMessage(std::move(watched), options.clcTimeout, std::move(answered))) {
+        held->reset();
+        finish(fd, setup, stack, std::make_error_code(std::errc::operation_canceled));
+    }
+    return true;
 }
 
 } // namespace
@@ -267,6 +354,16 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server)
     standIn->hold(); // until the connection it may become is in the table (Shim::settle)
     return std::make_shared<Setup>(std::move(*standIn), std::move(tcp), server,
                                    Shim::instance().generation());
+}
+
+bool beginConnecting(int fd, std::shared_ptr<Setup> setup, StackCore& stack,
+                     UniqueFd&& announcement)
+{
+    if (answerLater(fd, setup, stack, announcement))
+        return true;
+    return beginSetup(fd, std::move(setup), stack, std::move(announcement), [&stack](int tcp) {
+        return net::clientHandshake(stack, tcp, Shim::instance().settings().options);
+    });
 }
 
 bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement,

@@ -76,6 +76,14 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server);
 bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement,
                 Handshake handshake);
 
+// A client's handshake after its non-blocking connect(): when the TCP connect is over at once
+// (on loopback it is) and SMC-D is the only mode, our PROPOSAL goes in the call and the server's
+// ACCEPT is taken when it is there, on the executor's epoll thread; an attach (the server's DMB
+// not mapped here yet) goes on on a handshake thread. Otherwise the whole handshake goes to
+// one (beginSetup). The number refers to the stand-in meanwhile. False as beginSetup.
+bool beginConnecting(int fd, std::shared_ptr<Setup> setup, StackCore& stack,
+                     UniqueFd&& announcement);
+
 // A connection accepted for SMC (the client announced itself) begins its server handshake at
 // the first call that uses it (Shim::route), made by whichever process makes it: a forking
 // server's parent only accepts and closes, its child reads and writes, and the connection is

@@ -131,11 +131,7 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         if (std::shared_ptr<smc::preload::Setup> setup = smc::preload::prepareSetup(fd, false)) {
             if (real().connect(fd, to, len) != 0 && errno != EINPROGRESS)
                 return -1;
-            auto handshake = [stack](int tcp) {
-                return smc::net::clientHandshake(*stack, tcp, Shim::instance().settings().options);
-            };
-            if (smc::preload::beginSetup(fd, std::move(setup), *stack, std::move(*announced),
-                                         handshake))
+            if (smc::preload::beginConnecting(fd, std::move(setup), *stack, std::move(*announced)))
                 return fail(EINPROGRESS);
         }
     }

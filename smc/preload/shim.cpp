@@ -121,11 +121,18 @@ Executor& Shim::serverHandshakes()
     return *serverHandshakes_;
 }
 
+std::shared_ptr<Arrivals> Shim::arrivals()
+{
+    MutexLocker lock(stackMutex_);
+    return arrivals_;
+}
+
 StackCore* Shim::stack()
 {
     MutexLocker lock(stackMutex_);
     if (!stack_ && !stackFailed_) {
         executor_ = std::make_unique<Executor>(Executor::Config{});
+        arrivals_ = std::make_shared<Arrivals>(*executor_);
         serverHandshakes_ = std::make_unique<Executor>(
             Executor::Config{.threads = 0, .maxBlocking = settings_.stack.handshakeThreads});
         Result<std::unique_ptr<SmcStack>> made =
@@ -481,6 +488,7 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
     // The parent's stack has no threads here: never used or destroyed in this process.
     (void)s.publisher_.release();
     (void)s.stack_.release();
+    (void)new std::shared_ptr<Arrivals>(std::move(s.arrivals_));
     (void)s.executor_.release();
     (void)s.serverHandshakes_.release();
     s.owner_ = ::getpid();

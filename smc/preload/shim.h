@@ -17,6 +17,7 @@
 #include "base/mutex.h"
 #include "base/unique_fd.h"
 #include "smc/preload/publisher.h"
+#include "smc/socket/internal/arrivals.h"
 #include "smc/socket/internal/socket_impl.h"
 #include "smc/socket/socket.h"
 #include "smc/socket/stack.h"
@@ -85,6 +86,9 @@ public:
     // both ends of its connections (nginx proxying to itself) could otherwise fill the pool
     // with clients that wait for servers queued behind them. Valid once stack() gave one.
     Executor& serverHandshakes();
+    // Client handshakes waiting for the server's answer (setup.h, beginConnecting); null
+    // before stack() gave one.
+    std::shared_ptr<Arrivals> arrivals();
     std::uint64_t generation() const noexcept { return generation_.load(); }
     // Whether this is the process the table belongs to: not a vfork(2) child, which shares the
     // table's memory with its parent until it execs (and closes descriptors meanwhile: Python's
@@ -203,6 +207,7 @@ private:
     // The stack's own threads (not Executor::shared(): a child after fork needs new ones).
     std::unique_ptr<Executor> executor_ SMC_GUARDED_BY(stackMutex_);
     std::unique_ptr<Executor> serverHandshakes_ SMC_GUARDED_BY(stackMutex_);
+    std::shared_ptr<Arrivals> arrivals_ SMC_GUARDED_BY(stackMutex_);
     std::unique_ptr<SmcStack> stack_ SMC_GUARDED_BY(stackMutex_);
     std::unique_ptr<Publisher> publisher_ SMC_GUARDED_BY(stackMutex_); // for smc-ss
     bool stackFailed_ SMC_GUARDED_BY(stackMutex_) = false;
