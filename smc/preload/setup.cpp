@@ -136,9 +136,11 @@ void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
                 bool late)
 {
     const int tcp = setup->tcp.get();
+    // Late but there after all (the timer and the answer at once): taken.
     Result<net::ClientStep> step =
-        late ? Result<net::ClientStep>(std::make_error_code(std::errc::timed_out))
-             : net::clientAnswer(stack, tcp, offer, Shim::instance().settings().options);
+        late && !net::firstMessageQueued(tcp)
+            ? Result<net::ClientStep>(std::make_error_code(std::errc::timed_out))
+            : net::clientAnswer(stack, tcp, offer, Shim::instance().settings().options);
     auto* accepted = step ? std::get_if<net::ClientAccepted>(&*step) : nullptr;
     if (accepted == nullptr) {
         announcement->reset();
@@ -307,29 +309,38 @@ bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool la
     MutexLocker lock(answered->mutex);
     if (!answered->pending)
         return true; // another call took it on
-    const bool queued = [fd] {
-        const Shim::Bypass bypass; // the library looks at the number the table holds
-        return net::firstMessageQueued(fd);
-    }();
+    // The table holds the number until its next state is there (a connection, a setup, or
+    // TCP): another thread's call waits for this one (the mutex) instead of reaching the TCP
+    // socket under way. The library's own calls on it reach the kernel.
+    const Shim::Bypass bypass;
+    const bool queued = net::firstMessageQueued(fd);
     if (!queued && later)
         return false;
     net::SmcdPending pending = std::move(*answered->pending);
     answered->pending.reset();
-    // Out of the table first: the library's calls on the number are the kernel's from here on.
-    shim.dropAnswered(fd, *answered);
+    if (!shim.holdsAnswered(fd, *answered))
+        return true; // closed meanwhile (the number may be another socket's now): it ends here
     StackCore& stack = *shim.stack(); // there: it answered
+    // A number the program made blocking meanwhile waits in the call, as a blocking one would
+    // have from the start; a non-blocking one leaves a wait to a handshake thread.
+    const bool blocking = !nonBlocking(fd);
     if (!queued) {
         net::lowerLowWater(fd);
-        handOff(fd, stack, restFrom(stack, net::ServerStep(std::move(pending))));
-        return true;
+        Handshake rest = restFrom(stack, net::ServerStep(std::move(pending)));
+        if (blocking)
+            endAccepted(fd, stack, rest(fd));
+        else
+            handOff(fd, stack, rest);
+    } else {
+        Result<net::ServerStep> step =
+            net::serverConfirm(stack, fd, std::move(pending), shim.settings().options);
+        if (step && std::holds_alternative<net::SmcdConfirmed>(*step) && !blocking)
+            handOff(fd, stack, restFrom(stack, std::move(step))); // an attach waits for the client
+        else
+            endAccepted(fd, stack,
+                        net::serverRest(stack, fd, std::move(step), shim.settings().options));
     }
-    Result<net::ServerStep> step =
-        net::serverConfirm(stack, fd, std::move(pending), shim.settings().options);
-    if (step && std::holds_alternative<net::SmcdConfirmed>(*step))
-        handOff(fd, stack, restFrom(stack, std::move(step))); // an attach waits for the client
-    else
-        endAccepted(fd, stack,
-                    net::serverRest(stack, fd, std::move(step), shim.settings().options));
+    shim.dropAnswered(fd, *answered);
     return true;
 }
 

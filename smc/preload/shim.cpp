@@ -237,6 +237,14 @@ void Shim::addAnswered(int fd, std::shared_ptr<Answered> answered)
     marked_[fd].store(true, std::memory_order_relaxed);
 }
 
+bool Shim::holdsAnswered(int fd, const Answered& answered) const
+{
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    const auto it = s.answered.find(fd);
+    return it != s.answered.end() && it->second.get() == &answered;
+}
+
 void Shim::dropAnswered(int fd, const Answered& answered)
 {
     std::shared_ptr<Answered> gone; // its end (an RMB back to the pool) not under the lock
@@ -285,8 +293,12 @@ void Shim::forget(int fd)
     // the parent's, which goes on there.
     if (setup && setup->generation == generation())
         (void)::shutdown(setup->tcp.get(), SHUT_RDWR);
-    // The parent's answered handshake holds an RMB of the parent's stack: never given back here.
-    if (answered && answered->generation != generation())
+    // An answered handshake ends with its number: the client learns it from the TCP socket,
+    // which a forked child's copy would keep open. The parent's, in a child, holds an RMB of
+    // the parent's stack: never given back here.
+    if (answered && answered->generation == generation())
+        (void)real().shutdown(fd, SHUT_RDWR);
+    else if (answered)
         (void)new std::shared_ptr<Answered>(std::move(answered));
     if (conn) {
         if (conn->generation != generation()) {

@@ -121,8 +121,11 @@ public:
     // `fd` was accepted for SMC: its handshake waits for its first use (route()).
     void addAccepted(int fd);
     // `fd`'s handshake answered on the TCP socket and waits for the client (setup.h), until a
-    // call takes it on (dropAnswered, if `answered` is still the number's).
+    // call took it on and the number's next state is in the table (dropAnswered, if `answered`
+    // is still the number's). Closing the number ends it: the TCP socket shuts down (a copy in
+    // a forked child does not keep the client waiting).
     void addAnswered(int fd, std::shared_ptr<Answered> answered);
+    bool holdsAnswered(int fd, const Answered& answered) const;
     void dropAnswered(int fd, const Answered& answered);
 
     // The listener announcement held for listening socket `fd` (see registry.h).

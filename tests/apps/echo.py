@@ -7,7 +7,8 @@
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
 # (the second socket gets the number again); "loop N" is one event loop that is both ends of N
 # connections at once; "greeter PORTFILE" and "greeted PORT" are a server that speaks first
-# from a non-blocking socket whose first read found nothing, and one that closes it then. Plain
+# from a non-blocking socket whose first read found nothing (twice: once made blocking again
+# before it speaks), and one that closes it then. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO; a subprocess), nothing smc-core.
 import errno
@@ -111,15 +112,15 @@ elif sys.argv[1] == "loop":
                 pass
     print("ok")
 elif sys.argv[1] == "greeter":
-    # Two connections, each read first from a non-blocking socket (the client says nothing
-    # until greeted): the first is then greeted and its answer read to the end; the second is
-    # closed at once.
+    # Three connections, each read first from a non-blocking socket (the client says nothing
+    # until greeted): the first is then greeted and its answer read to the end; the second
+    # too, after the socket was made blocking again; the third is closed at once.
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    s.listen(2)
+    s.listen(3)
     with open(sys.argv[2], "w") as f:
         f.write(str(s.getsockname()[1]))
-    for i in range(2):
+    for i in range(3):
         c, _ = s.accept()
         c.setblocking(False)
         select.select([c], [], [], 0.2)  # the client's handshake, and maybe more, comes
@@ -128,10 +129,14 @@ elif sys.argv[1] == "greeter":
             sys.exit(0)
         except BlockingIOError:
             pass
-        if i == 1:
+        if i == 2:
             c.close()
             break
         greeting, sent = b"hello", 0
+        if i == 1:
+            c.setblocking(True)
+            c.sendall(greeting)  # blocking: it waits, never says EAGAIN
+            sent = len(greeting)
         while sent < len(greeting):
             select.select([], [c], [], 10)
             try:
@@ -148,13 +153,16 @@ elif sys.argv[1] == "greeter":
             sys.exit(0)
     print("ok")
 elif sys.argv[1] == "greeted":
-    c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
-    greeting = b""
-    while len(greeting) < 5 and (d := c.recv(5 - len(greeting))):
-        greeting += d
-    c.sendall(greeting + b"!")
-    c.shutdown(socket.SHUT_WR)
-    c.close()
+    greetings = []
+    for _ in range(2):
+        c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+        greeting = b""
+        while len(greeting) < 5 and (d := c.recv(5 - len(greeting))):
+            greeting += d
+        c.sendall(greeting + b"!")
+        c.shutdown(socket.SHUT_WR)
+        c.close()
+        greetings.append(greeting)
     # The second connection is closed unanswered: its end comes, it never hangs.
     c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
     c.settimeout(10)
@@ -165,7 +173,8 @@ elif sys.argv[1] == "greeted":
     except TimeoutError:
         print("MISMATCH: a connection its server closed did not end")
         sys.exit(0)
-    print("ok" if greeting == b"hello" and end == b"" else f"MISMATCH: {greeting!r}, {end!r}")
+    ok = greetings == [b"hello", b"hello"] and end == b""
+    print("ok" if ok else f"MISMATCH: {greetings!r}, {end!r}")
 elif sys.argv[1] == "nbclient":
     n = int(sys.argv[3])
     data = payload(n)
