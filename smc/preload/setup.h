@@ -97,8 +97,9 @@ void beginAccepted(int fd);
 // A call uses `fd`, whose handshake `answered` is: with the CONFIRM queued, the handshake ends
 // in the call (or, when the client's DMB must still be mapped, on a handshake thread with the
 // number on a stand-in). Without it, false when the call may be told "later" (`later`: a read
-// that may not wait), else the rest goes to a handshake thread (a stand-in meanwhile). True:
-// the table says what the number is now.
+// that may not wait), else the rest goes to a handshake thread (a stand-in meanwhile), or
+// waits in the call if the program made the number blocking. True: the table says what the
+// number is now.
 bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later);
 
 // The number `fd` now stands for an SMC connection made from its TCP socket: the TCP socket
