@@ -187,34 +187,31 @@ Result<ClientStep> clientAccept(StackCore& stack, int fd, const clc::Proposal& o
     if (accept == nullptr)
         return std::make_error_code(std::errc::protocol_error);
     const std::uint8_t version = accept->version;
-    auto lifted = [](Result<Outcome> r) -> Result<ClientStep> {
-        if (!r)
-            return r.error();
-        return ClientStep(std::move(*r));
-    };
     if (std::holds_alternative<clc::SmcrAcceptConfirm>(accept->path) &&
         clc::hasSmcR(version == clc::kVersion1 ? offer.typeV1 : offer.typeV2))
-        return lifted(smcrClient(stack, fd, *accept, options));
+        return lift<ClientStep>(smcrClient(stack, fd, *accept, options));
     if (!usable(stack, *accept)) // not what we proposed
-        return lifted(sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline));
+        return lift<ClientStep>(
+            sendDecline(fd, clc::DeclineCode::ModeUnsupp, version, {}, deadline));
     const auto& server = std::get<clc::SmcdAcceptConfirm>(accept->path);
 
     const IsmGid serverGid{server.gid, server.gidExt};
     Result<BufferRef> acquired = stack.takeRmb(serverGid, options.rmbBytes);
     if (!acquired)
-        return lifted(sendDecline(fd, bufferDecline(acquired.error()), version, {}, deadline));
+        return lift<ClientStep>(
+            sendDecline(fd, bufferDecline(acquired.error()), version, {}, deadline));
     OwnDmb rmb(stack, *acquired);
     Result<DmbToken> token = stack.device().grant(rmb->dmbToken(), serverGid);
     if (!token)
-        return lifted(sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline));
+        return lift<ClientStep>(sendDecline(fd, clc::DeclineCode::Mem, version, {}, deadline));
     rmb->setDmbToken(*token);
     ClientAccepted accepted{std::move(rmb), server, accept->firstContact,
                             accept->firstContact ? accept->fce.release : clc::kRelease1, version};
     RemoteDmb kept = stack.device().takeKeptRemote(serverGid, server.token);
     if (!kept)
         return ClientStep(std::move(accepted));
-    return lifted(clientConfirm(stack, fd, std::move(accepted), announced(std::move(kept), server),
-                                deadline));
+    return lift<ClientStep>(clientConfirm(stack, fd, std::move(accepted),
+                                          announced(std::move(kept), server), deadline));
 }
 
 } // namespace
@@ -280,13 +277,6 @@ Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& o
         return clientConfirm(stack, fd, std::move(*accepted), std::move(peer), deadline);
     }
     return std::move(std::get<Outcome>(*step));
-}
-
-Result<ServerStep> lift(Result<Outcome> r)
-{
-    if (!r)
-        return r.error();
-    return ServerStep(std::move(*r));
 }
 
 Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options)

@@ -162,8 +162,13 @@ Result<ServerStep> serverResume(StackCore& stack, int fd, SmcrParked parked,
 // A parked handshake waited long enough: DECLINE PeerNoSmc, and TCP.
 Result<Outcome> serverGiveUp(StackCore& stack, int fd, const SmcrParked& parked,
                              const SocketOptions& options);
-// The step that is a whole handshake's end.
-Result<ServerStep> lift(Result<Outcome> outcome);
+// The step (a server's or a client's) that is a whole handshake's end.
+template <typename Step = ServerStep> Result<Step> lift(Result<Outcome> outcome)
+{
+    if (!outcome)
+        return outcome.error();
+    return Step(std::move(*outcome));
+}
 // The rest of a server handshake from `step` on, each wait on this thread (serverHandshake is
 // serverBegin, then this). Errors: serverHandshake's.
 Result<Outcome> serverRest(StackCore& stack, int fd, Result<ServerStep> step,

@@ -119,16 +119,6 @@ void finish(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
     (void)shim.settle(fd, *setup, tcp, nullptr);
 }
 
-// Whether the TCP connect of `tcp` is over and connected, without waiting.
-bool connectedNow(int tcp) noexcept
-{
-    pollfd p{tcp, POLLOUT, 0};
-    sockaddr_storage peer{};
-    socklen_t len = sizeof peer;
-    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0 &&
-           real().getpeername(tcp, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
-}
-
 // The server's answer to client `setup`'s `offer` is there (or, `late`, not in time).
 // `announcement` goes when the handshake is over.
 void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
@@ -173,7 +163,8 @@ bool answerLater(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
     const SocketOptions& options = shim.settings().options;
     const int tcp = setup->tcp.get();
     std::shared_ptr<Arrivals> arrivals = shim.arrivals();
-    if (options.mode != Mode::SmcD || !arrivals || !connectedNow(tcp) || !localPeer(tcp))
+    if (options.mode != Mode::SmcD || !arrivals ||
+        !tcpConnected(tcp, std::chrono::milliseconds(0)) || !localPeer(tcp))
         return false;
     UniqueFd watched(real().fcntl(tcp, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
     if (!watched || !shim.addSetup(fd, setup))

@@ -24,6 +24,16 @@ def payload(n):
     return (block * (n // len(block) + 1))[:n]
 
 
+def listening(portfile, backlog):
+    """A listener on a free loopback port, which goes to `portfile`."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(backlog)
+    with open(portfile, "w") as f:
+        f.write(str(s.getsockname()[1]))
+    return s
+
+
 def reply(c, peek):
     """Reads to the end of the stream and answers with its length and digest."""
     # A peek first: the bytes it shows are read again by the next recv.
@@ -57,11 +67,7 @@ if sys.argv[1] == "forkserver":
         for _ in range(int(sys.argv[3])):
             srv.handle_request()
 elif sys.argv[1] == "server":
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(8)
-    with open(sys.argv[2], "w") as f:
-        f.write(str(s.getsockname()[1]))
+    s = listening(sys.argv[2], 8)
     for _ in range(int(sys.argv[3]) if len(sys.argv) > 3 else 1):
         c, _ = s.accept()
         if len(sys.argv) > 4:  # "count": the length and digest to stdout, nothing back
@@ -115,11 +121,7 @@ elif sys.argv[1] == "greeter":
     # Three connections, each read first from a non-blocking socket (the client says nothing
     # until greeted): the first is then greeted and its answer read to the end; the second
     # too, after the socket was made blocking again; the third is closed at once.
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(3)
-    with open(sys.argv[2], "w") as f:
-        f.write(str(s.getsockname()[1]))
+    s = listening(sys.argv[2], 3)
     for i in range(3):
         c, _ = s.accept()
         c.setblocking(False)
