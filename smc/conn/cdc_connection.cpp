@@ -78,13 +78,13 @@ Result<std::uint64_t> CdcConnection::look()
 }
 
 Result<void> CdcConnection::waitPast(MutexLocker& lock, std::uint64_t mark, Deadline deadline,
-                                     bool nonBlocking)
+                                     bool nonBlocking, bool forBytes)
 {
     if (nonBlocking)
         return errc(std::errc::resource_unavailable_try_again);
     if (Clock::now() >= deadline)
         return errc(std::errc::timed_out);
-    wait(lock, mark, deadline);
+    wait(lock, mark, deadline, forBytes);
     return {};
 }
 
@@ -144,7 +144,7 @@ Result<std::size_t> CdcConnection::copyOut(std::span<const std::byte> data, Dead
                 at = cdc_.stream.producer();
                 if (space > 0 || !blockedSent_)
                     break;
-                if (Result<void> w = waitPast(lock, *mark, deadline, nonBlocking); !w)
+                if (Result<void> w = waitPast(lock, *mark, deadline, nonBlocking, false); !w)
                     return w.error();
             }
         }
@@ -223,7 +223,7 @@ Result<std::size_t> CdcConnection::awaitReadable(Deadline deadline, bool nonBloc
             return *end;
         if (!block)
             return std::size_t{0};
-        if (Result<void> w = waitPast(lock, *mark, deadline, nonBlocking); !w)
+        if (Result<void> w = waitPast(lock, *mark, deadline, nonBlocking, true); !w)
             return w.error();
     }
 }

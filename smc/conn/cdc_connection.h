@@ -65,8 +65,9 @@ protected:
     }
     // A mark of the wake-ups so far; wait() returns after one past it or at `until`, with
     // mutex_ held again. Taken before absorb(): nothing the peer does after it is missed.
+    // `forBytes`: a receive waits, which says what is left readable once it returns.
     virtual std::uint64_t waitMark() const SMC_REQUIRES(mutex_) = 0;
-    virtual void wait(MutexLocker& lock, std::uint64_t mark, Deadline until)
+    virtual void wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes)
         SMC_REQUIRES(mutex_) = 0;
     // Wakes our own waiters and pollers.
     virtual void wake() SMC_REQUIRES(mutex_) = 0;
@@ -122,7 +123,7 @@ private:
     // Nothing to do yet: try-again when non-blocking, timed_out past the deadline, else a
     // wait for a wake-up past `mark`.
     Result<void> waitPast(MutexLocker& lock, std::uint64_t mark, Deadline deadline,
-                          bool nonBlocking) SMC_REQUIRES(mutex_);
+                          bool nonBlocking, bool forBytes) SMC_REQUIRES(mutex_);
     // send() up to the copy: how many bytes went into the peer's ring (not produced yet).
     Result<std::size_t> copyOut(std::span<const std::byte> data, Deadline deadline,
                                 bool nonBlocking) SMC_REQUIRES(sendMutex_);

@@ -23,10 +23,14 @@ namespace
 constexpr std::size_t kHead = 32; // the CDC at the head of every DMB
 constexpr std::size_t kSeqOffset = cdc::kSmcdDoorbellOffset;
 constexpr std::size_t kWaitOffset = cdc::kSmcdDoorbellOffset + 4;
-// In the wait word, whose rest counts sleepers.
+// In the wait word, whose rest counts sleepers (bits 0..14), and of them the receives
+// (bits 15..29).
 constexpr std::uint32_t kWantsEvent = 1u << 31;
 constexpr std::uint32_t kWantsRoom = 1u << 30;
 constexpr std::uint32_t kFlags = kWantsEvent | kWantsRoom;
+constexpr std::uint32_t kSleeper = 1;
+constexpr std::uint32_t kReceiver = 1u << 15;
+constexpr std::uint32_t kReceivers = 0x7fffu << 15;
 // The pulse word (smcd_connection.h): the reader's position << 8 | pulses promised.
 constexpr std::size_t kPulseOffset = 4;
 constexpr std::uint32_t kPromised = 0xff;
@@ -138,8 +142,11 @@ void SmcdConnection::ringPeer(Changes c) noexcept
         bool ring =
             c.flags || (c.room && (wait & kWantsRoom) != 0) || (!c.bytes && !c.flags && !c.room);
         // The pulse before the sleeper's wake-up: a reader that wakes and empties its ring
-        // then finds the pulse there, instead of waiting for it.
-        if (c.bytes && !ring)
+        // then finds the pulse there, instead of waiting for it. A receive asleep takes the
+        // bytes itself at the wake-up below and then says what is left readable: the
+        // program's descriptor needs no signal (a blocking reader, as sockperf's, never
+        // gets one).
+        if (c.bytes && !ring && (wait & kReceivers) == 0)
             ring = !pulse();
         if (ring)
             setup_.peer.signal();
@@ -180,7 +187,7 @@ void SmcdConnection::wake()
     futex(ownHead(), FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline until)
+void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline until, bool forBytes)
 {
     const auto seen = static_cast<std::uint32_t>(mark);
     timespec ts{};
@@ -206,10 +213,11 @@ void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
     }
     if (!rung) {
         auto sleepers = word(ownHead(), kWaitOffset);
-        sleepers.fetch_add(1, std::memory_order_seq_cst);
+        const std::uint32_t me = forBytes ? kSleeper | kReceiver : kSleeper;
+        sleepers.fetch_add(me, std::memory_order_seq_cst);
         if (word(ownHead(), kSeqOffset).load(std::memory_order_seq_cst) == seen)
             futex(ownHead(), FUTEX_WAIT, seen, timeout); // EAGAIN, EINTR, ETIMEDOUT: re-check
-        sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        sleepers.fetch_sub(me, std::memory_order_seq_cst);
     }
     mutex_.lock();
 }

@@ -71,7 +71,8 @@ private:
     void absorb() override SMC_REQUIRES(mutex_);
     bool peek(cdc::CdcStream& s) const override SMC_REQUIRES(mutex_);
     std::uint64_t waitMark() const override SMC_REQUIRES(mutex_);
-    void wait(MutexLocker& lock, std::uint64_t mark, Deadline until) override SMC_REQUIRES(mutex_);
+    void wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes) override
+        SMC_REQUIRES(mutex_);
     void wake() override SMC_REQUIRES(mutex_);
     void stage(const cdc::CdcMessage& m) override SMC_REQUIRES(txMutex_, mutex_);
     void deliver() override SMC_REQUIRES(txMutex_);

@@ -149,7 +149,7 @@ void SmcrConnection::wake()
         events_.signal();
 }
 
-void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until)
+void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool /*forBytes*/)
 {
     // In slices: a deadline of Deadline::max() must not overflow the clock's conversions.
     while (wakes_ == mark) {

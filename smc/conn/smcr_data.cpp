@@ -40,7 +40,8 @@ Result<void> SmcrConnection::put(std::size_t at, std::span<const std::byte> byte
         if (nonBlocking && moves_ == moves)
             return std::make_error_code(std::errc::resource_unavailable_try_again);
         if (moves_ == moves)
-            wait(lock, wakes_, std::min(deadline, Clock::now() + std::chrono::milliseconds(20)));
+            wait(lock, wakes_, std::min(deadline, Clock::now() + std::chrono::milliseconds(20)),
+                 false);
         if (Clock::now() >= deadline)
             return std::make_error_code(std::errc::timed_out);
     }

@@ -216,8 +216,10 @@ Result<std::size_t> SocketImpl::peek(std::span<std::byte> into)
 {
     if (closed_)
         return std::make_error_code(std::errc::not_connected);
-    return path_->peek(into, net::deadlineAfter(std::chrono::milliseconds(recvTimeout_.load())),
-                       nonBlocking_);
+    Result<std::size_t> n = path_->peek(
+        into, net::deadlineAfter(std::chrono::milliseconds(recvTimeout_.load())), nonBlocking_);
+    refresh(); // bytes a receive waited for arrive without a signal (SMC-D: no pulse)
+    return n;
 }
 
 Result<std::size_t> SocketImpl::unread() const

@@ -36,8 +36,12 @@ def listening(portfile, backlog):
 
 def reply(c, peek):
     """Reads to the end of the stream and answers with its length and digest."""
-    # A peek first: the bytes it shows are read again by the next recv.
+    # A peek first: the bytes it shows are read again by the next recv, and a poll sees them
+    # at once (the peek may have waited for them, asleep).
     peeked = c.recv(16, socket.MSG_PEEK) if peek else b""
+    if peeked and not select.select([c], [], [], 0)[0]:
+        c.sendall(b"MSG_PEEK showed bytes that a poll did not see")
+        return
     digest, n = hashlib.sha256(), 0
     while True:
         d = c.recv(65536)
