@@ -27,8 +27,8 @@ constexpr std::size_t kWaitOffset = cdc::kSmcdDoorbellOffset + 4;
 // (bits 15..29).
 constexpr std::uint32_t kWantsEvent = 1u << 31;
 constexpr std::uint32_t kWantsRoom = 1u << 30;
-constexpr std::uint32_t kFlags = kWantsEvent | kWantsRoom;
 constexpr std::uint32_t kSleeper = 1;
+constexpr std::uint32_t kSleepers = 0x7fff;
 constexpr std::uint32_t kReceiver = 1u << 15;
 constexpr std::uint32_t kReceivers = 0x7fffu << 15;
 // The pulse word (smcd_connection.h): the reader's position << 8 | pulses promised.
@@ -151,7 +151,7 @@ void SmcdConnection::ringPeer(Changes c) noexcept
         if (ring)
             setup_.peer.signal();
     }
-    if ((wait & ~kFlags) != 0)
+    if ((wait & kSleepers) != 0)
         futex(peerHead(), FUTEX_WAKE, INT_MAX, nullptr);
 }
 
@@ -183,8 +183,10 @@ std::uint64_t SmcdConnection::waitMark() const
 
 void SmcdConnection::wake()
 {
+    // As ringPeer: the bump, then the sleepers; no system call when nobody sleeps.
     word(ownHead(), kSeqOffset).fetch_add(1, std::memory_order_seq_cst);
-    futex(ownHead(), FUTEX_WAKE, INT_MAX, nullptr);
+    if ((word(ownHead(), kWaitOffset).load(std::memory_order_seq_cst) & kSleepers) != 0)
+        futex(ownHead(), FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline until, bool forBytes)
