@@ -108,26 +108,30 @@ std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
 
 } // namespace
 
-bool firstMessageQueued(int fd) noexcept
+bool firstMessageQueued(int fd, bool& raised) noexcept
 {
-    std::array<std::byte, clc::kHeaderSize> head{};
-    const ssize_t n = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+    // One look usually sees a whole message (the handshake's are a few hundred bytes).
+    std::array<std::byte, 512> look{};
+    const ssize_t n = ::recv(fd, look.data(), look.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return false; // nothing yet: readable once anything comes
-    if (n <= 0)
-        return true; // the end, or an error: the handshake sees it
-    const auto have = static_cast<std::size_t>(n);
-    Result<std::size_t> size = clc::messageSize(std::span(head).first(have));
+    const auto have = static_cast<std::size_t>(std::max<ssize_t>(n, 0));
+    Result<std::size_t> size =
+        clc::messageSize(std::span(look).first(std::min(have, clc::kHeaderSize)));
     int queued = 0;
-    const std::size_t want = !size                ? 0 // not CLC, or malformed: decided
-                             : have < head.size() ? head.size()
-                                                  : *size;
+    const std::size_t want = n <= 0                    ? 0 // the end, or an error: decided
+                             : !size                   ? 0 // not CLC, or malformed: decided
+                             : have < clc::kHeaderSize ? clc::kHeaderSize
+                                                       : *size;
     if (want > have && (::ioctl(fd, FIONREAD, &queued) != 0 || std::size_t(queued) < want) &&
         !peerShutDown(fd)) {
         setLowWater(fd, want);
+        raised = true;
         return false;
     }
-    setLowWater(fd, 1);
+    if (raised)
+        setLowWater(fd, 1);
+    raised = false;
     return true;
 }
 

@@ -59,17 +59,20 @@ namespace
 {
 
 // Takes what is queued on `fd`, or at most `limit` bytes; a bounded number of reads however
-// fast a peer writes. The bytes taken.
+// fast a peer writes. The bytes taken. A read that comes back short found the queue empty (a
+// Unix stream socket's read takes all it has): no second call to hear EAGAIN.
 std::size_t drain(int fd, std::size_t limit = SIZE_MAX) noexcept
 {
     std::array<std::byte, 8192> junk{};
     std::size_t taken = 0;
     for (int reads = 0; reads < 64 && taken < limit; ++reads) {
-        const ssize_t n =
-            ::recv(fd, junk.data(), std::min(junk.size(), limit - taken), MSG_DONTWAIT);
+        const std::size_t want = std::min(junk.size(), limit - taken);
+        const ssize_t n = ::recv(fd, junk.data(), want, MSG_DONTWAIT);
         if (n <= 0)
             break;
         taken += static_cast<std::size_t>(n);
+        if (static_cast<std::size_t>(n) < want)
+            break;
     }
     return taken;
 }
@@ -166,8 +169,9 @@ void ReadyFd::apply(bool readable, bool writable, bool again, bool promised) noe
     if (writable != writable_) {
         if (writable)
             (void)drain(ours_.get());
-        else
-            while (::send(app_.get(), junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+        else // until a write comes back short: the buffer is full
+            while (::send(app_.get(), junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+                   static_cast<ssize_t>(junk.size())) {
             }
         writable_ = writable;
     }

@@ -277,8 +277,10 @@ void beginAccepted(int fd)
         return;
     }
     // SMC-R's steps may wait for its link group: not in the program's call.
-    if (options.mode != Mode::SmcD || !net::firstMessageQueued(fd)) {
-        net::lowerLowWater(fd); // for the program's reads, after a fallback
+    bool raised = false; // SO_RCVLOWAT: an accepted connection's is the default
+    if (options.mode != Mode::SmcD || !net::firstMessageQueued(fd, raised)) {
+        if (raised)
+            net::lowerLowWater(fd); // for the program's reads, after a fallback
         handOff(fd, *stack, [stack](int tcp) {
             return net::serverHandshake(*stack, tcp, Shim::instance().settings().options);
         });
@@ -304,7 +306,7 @@ bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool la
     // TCP): another thread's call waits for this one (the mutex) instead of reaching the TCP
     // socket under way. The library's own calls on it reach the kernel.
     const Shim::Bypass bypass;
-    const bool queued = net::firstMessageQueued(fd);
+    const bool queued = net::firstMessageQueued(fd, answered->lowWaterRaised);
     if (!queued && later)
         return false;
     net::SmcdPending pending = std::move(*answered->pending);
@@ -316,7 +318,8 @@ bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool la
     // have from the start; a non-blocking one leaves a wait to a handshake thread.
     const bool blocking = !nonBlocking(fd);
     if (!queued) {
-        net::lowerLowWater(fd);
+        if (answered->lowWaterRaised)
+            net::lowerLowWater(fd);
         Handshake rest = restFrom(stack, net::ServerStep(std::move(pending)));
         if (blocking)
             endAccepted(fd, stack, rest(fd));

@@ -59,6 +59,7 @@ struct Answered {
 
     Mutex mutex; // one call at a time takes the handshake on
     std::optional<net::SmcdPending> pending SMC_GUARDED_BY(mutex); // none once taken on
+    bool lowWaterRaised SMC_GUARDED_BY(mutex) = false;             // by a look at a partial CONFIRM
     const std::uint64_t generation;
 };
 

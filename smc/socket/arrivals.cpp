@@ -44,7 +44,8 @@ std::size_t Arrivals::waitingFrom(const Source& source) const
 
 bool Arrivals::awaitMessage(UniqueFd fd, std::chrono::milliseconds timeout, Next next)
 {
-    if (net::firstMessageQueued(fd.get())) { // already there: no wait, no hop
+    bool raised = false; // SO_RCVLOWAT: a new connection's is the default
+    if (net::firstMessageQueued(fd.get(), raised)) { // already there: no wait, no hop
         {
             MutexLocker lock(mutex_);
             if (closed_)
@@ -59,12 +60,13 @@ bool Arrivals::awaitMessage(UniqueFd fd, std::chrono::milliseconds timeout, Next
     if (!enlistLocked(a, std::move(fd), std::move(next), timeout))
         return false;
     // The timer holds the arrival until it runs or is cancelled; the watch only refers to it.
-    a->watch = executor_.watch(raw, [self = weak_from_this(), w = std::weak_ptr<Arrival>(a), raw] {
-        if (net::firstMessageQueued(raw))
-            if (auto s = self.lock())
-                if (auto arrival = w.lock())
-                    s->settle(arrival, Trigger::Awaited);
-    });
+    a->watch = executor_.watch(
+        raw, [self = weak_from_this(), w = std::weak_ptr<Arrival>(a), raw, raised]() mutable {
+            if (net::firstMessageQueued(raw, raised))
+                if (auto s = self.lock())
+                    if (auto arrival = w.lock())
+                        s->settle(arrival, Trigger::Awaited);
+        });
     if (a->watch < 0) { // epoll refused it: take it as late (the wait had no chance)
         lock.unlock();
         settle(a, Trigger::Refused);
