@@ -78,12 +78,14 @@ Executor::TimerId Executor::postAfter(std::chrono::nanoseconds delay, Task task)
             return {};
         id = {Clock::now() + delay, nextTimer_++};
         const auto at = timers_.emplace(std::pair(id.due, id.seq), std::move(task)).first;
-        first = at == timers_.begin(); // begin() after the insertion
+        // begin() after the insertion. A thread that sleeps until this deadline or before
+        // it runs it in time (a timer behind another, or a timeout posted after one that
+        // was cancelled): nobody is woken.
+        first = at == timers_.begin() && !(sleepsUntil_ && *sleepsUntil_ <= id.due);
     }
-    // A thread may sleep until a later deadline, or for good: wake them all. A timer behind
-    // another (the common case: one timeout for many) wakes nobody; the earlier one will.
+    // One thread wakes and sleeps again until this deadline; the others sleep on.
     if (first)
-        wake_.notify_all();
+        wake_.notify_one();
     return id;
 }
 
@@ -123,7 +125,13 @@ void Executor::shortLoop()
             task = nullptr; // its captures go before the lock is taken again
             lock.lock();
         } else if (!timers_.empty()) {
-            (void)wake_.waitUntil(lock, timers_.begin()->first.first);
+            const Clock::time_point until = timers_.begin()->first.first;
+            const bool recorded = !sleepsUntil_ || until < *sleepsUntil_;
+            if (recorded)
+                sleepsUntil_ = until;
+            (void)wake_.waitUntil(lock, until);
+            if (recorded && sleepsUntil_ == until)
+                sleepsUntil_.reset();
         } else {
             wake_.wait(lock);
         }

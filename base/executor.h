@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -93,6 +94,10 @@ private:
     std::deque<Task> tasks_ SMC_GUARDED_BY(mutex_);
     // By due time, then in posting order.
     std::map<std::pair<Clock::time_point, std::uint64_t>, Task> timers_ SMC_GUARDED_BY(mutex_);
+    // The deadline a short-task thread sleeps until, if one does (the earliest recorded): a
+    // timer due after it needs nobody woken. A cancelled timer's deadline may stay: that
+    // thread then wakes once for nothing, instead of every new timeout waking one.
+    std::optional<Clock::time_point> sleepsUntil_ SMC_GUARDED_BY(mutex_);
     std::uint64_t nextTimer_ SMC_GUARDED_BY(mutex_) = 1; // 0: TimerId{} names none
     std::vector<std::thread> threads_;
 

@@ -185,6 +185,27 @@ TEST(Executor, ATimerRunsWhateverItsThreadsSleepFor)
     EXPECT_TRUE(executor.cancel(far));
 }
 
+// A timeout posted after a cancelled one (one per connection) wakes no thread: the thread
+// asleep until the cancelled deadline runs it. It still runs, and not early; and one posted
+// before that deadline still wakes a thread.
+TEST(Executor, ATimerAfterACancelledOneRunsOnTime)
+{
+    Executor executor({2, 8, 1000ms});
+    auto firesAfter = [&](std::chrono::milliseconds delay) {
+        std::promise<void> fired;
+        const auto posted = std::chrono::steady_clock::now();
+        executor.postAfter(delay, [&] { fired.set_value(); });
+        if (fired.get_future().wait_for(5s) != std::future_status::ready)
+            return false;
+        return std::chrono::steady_clock::now() - posted >= delay;
+    };
+    std::this_thread::sleep_for(20ms); // both threads asleep, for good
+    EXPECT_TRUE(executor.cancel(executor.postAfter(50ms, [] {})));
+    EXPECT_TRUE(firesAfter(80ms)) << "behind the cancelled deadline";
+    EXPECT_TRUE(executor.cancel(executor.postAfter(1h, [] {})));
+    EXPECT_TRUE(firesAfter(10ms)) << "before the cancelled deadline";
+}
+
 TEST(PeriodicTimer, TicksUntilStopped)
 {
     Executor executor({2, 8, 1000ms});
