@@ -36,10 +36,12 @@ bool tcpConnected(int tcp, std::chrono::milliseconds timeout) noexcept
 // The connection of an SMC outcome on TCP socket `tcp` (kept: the connection takes a
 // descriptor of its own), for number `fd`; null (logged) if it cannot be made.
 std::shared_ptr<Conn> connection(int fd, int tcp, bool server, std::uint64_t generation,
-                                 StackCore& stack, Result<net::Outcome> outcome)
+                                 StackCore& stack, Result<net::Outcome> outcome,
+                                 UniqueFd own = UniqueFd())
 {
     Shim& shim = Shim::instance();
-    UniqueFd own(real().fcntl(tcp, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
+    if (!own)
+        own = UniqueFd(real().fcntl(tcp, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
     if (!own) {
         shim.log("fd %d: no descriptor for the TCP socket: %s", fd, std::strerror(errno));
         return nullptr;
@@ -57,8 +59,9 @@ std::shared_ptr<Conn> connection(int fd, int tcp, bool server, std::uint64_t gen
 }
 
 // The handshake's end on number `fd`: it becomes the connection, or the TCP socket again.
+// `own`: a copy of the TCP socket for the connection to keep, if the caller has one.
 void finish(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
-            Result<net::Outcome> outcome);
+            Result<net::Outcome> outcome, UniqueFd own = UniqueFd());
 
 void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd announcement,
          const Handshake& handshake)
@@ -82,7 +85,7 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
 }
 
 void finish(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
-            Result<net::Outcome> outcome)
+            Result<net::Outcome> outcome, UniqueFd own)
 {
     Shim& shim = Shim::instance();
     const char* role = setup->server ? "server" : "client";
@@ -102,8 +105,8 @@ void finish(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
     }
     // The setup keeps its own descriptor until it is gone: a call that routed to it may still
     // use it. What the program set meanwhile comes with Shim::settle.
-    std::shared_ptr<Conn> conn =
-        connection(fd, tcp, setup->server, setup->generation, stack, std::move(outcome));
+    std::shared_ptr<Conn> conn = connection(fd, tcp, setup->server, setup->generation, stack,
+                                            std::move(outcome), std::move(own));
     Result<int> ready = conn ? conn->impl->pollFd(setup->standIn)
                              : Result<int>(std::make_error_code(std::errc::not_enough_memory));
     // Said before the number moves: the program may be done and gone right after.
@@ -120,10 +123,11 @@ void finish(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
 }
 
 // The server's answer to client `setup`'s `offer` is there (or, `late`, not in time).
-// `announcement` goes when the handshake is over.
+// `announcement` goes when the handshake is over; `watched`, the copy of the TCP socket that
+// was watched for the answer, is the connection's.
 void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
                 const std::shared_ptr<UniqueFd>& announcement, const clc::Proposal& offer,
-                bool late)
+                UniqueFd watched, bool late)
 {
     const int tcp = setup->tcp.get();
     // Late but there after all (the timer and the answer at once): taken.
@@ -136,16 +140,18 @@ void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
         announcement->reset();
         finish(fd, setup, stack,
                step ? Result<net::Outcome>(std::move(std::get<net::Outcome>(*step)))
-                    : Result<net::Outcome>(step.error()));
+                    : Result<net::Outcome>(step.error()),
+               std::move(watched));
         return;
     }
     auto mapping = std::make_shared<net::ClientAccepted>(std::move(*accepted));
+    auto own = std::make_shared<UniqueFd>(std::move(watched));
     try {
-        stack.handshakes().postBlocking([fd, setup, &stack, announcement, mapping] {
+        stack.handshakes().postBlocking([fd, setup, &stack, announcement, mapping, own] {
             Result<net::Outcome> outcome = net::clientMap(
                 stack, setup->tcp.get(), std::move(*mapping), Shim::instance().settings().options);
             announcement->reset();
-            finish(fd, setup, stack, std::move(outcome));
+            finish(fd, setup, stack, std::move(outcome), std::move(*own));
         });
     } catch (const std::exception&) {
         announcement->reset();
@@ -176,8 +182,9 @@ bool answerLater(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
         return true;
     }
     auto held = std::make_shared<UniqueFd>(std::move(announcement));
-    auto answered = [fd, setup, &stack, held, offer = std::move(*offer)](UniqueFd, bool late) {
-        takeAnswer(fd, setup, stack, held, offer, late);
+    auto answered = [fd, setup, &stack, held, offer = std::move(*offer)](UniqueFd tcpCopy,
+                                                                         bool late) {
+        takeAnswer(fd, setup, stack, held, offer, std::move(tcpCopy), late);
     };
     if (!arrivals->awaitMessage(std::move(watched), options.clcTimeout, std::move(answered))) {
         held->reset();
