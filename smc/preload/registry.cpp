@@ -96,12 +96,13 @@ bool localPeer(int fd) noexcept
 {
     sockaddr_storage mine{}, peer{};
     socklen_t mineLen = sizeof mine, peerLen = sizeof peer;
-    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mineLen) != 0 ||
-        real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0 ||
-        mine.ss_family != peer.ss_family)
+    if (real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)
         return false;
     if (isLoopback(reinterpret_cast<const sockaddr*>(&peer), peerLen))
-        return true;
+        return true; // our own address is not needed
+    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mineLen) != 0 ||
+        mine.ss_family != peer.ss_family)
+        return false;
     if (peer.ss_family == AF_INET)
         return reinterpret_cast<const sockaddr_in&>(mine).sin_addr.s_addr ==
                reinterpret_cast<const sockaddr_in&>(peer).sin_addr.s_addr;
