@@ -195,10 +195,11 @@ bool answerLater(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
 
 } // namespace
 
-Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome)
+Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome,
+                   std::optional<bool> known)
 {
     Shim& shim = Shim::instance();
-    const bool nonBlock = nonBlocking(fd);
+    const bool nonBlock = known ? *known : nonBlocking(fd);
     std::shared_ptr<Conn> conn =
         connection(fd, fd, server, shim.generation(), stack, std::move(outcome));
     if (!conn)
@@ -226,7 +227,8 @@ namespace
 {
 
 // The end of server handshake `outcome` on number `fd`, run in the program's call.
-void endAccepted(int fd, StackCore& stack, Result<net::Outcome> outcome)
+void endAccepted(int fd, StackCore& stack, Result<net::Outcome> outcome,
+                 std::optional<bool> nonBlock = std::nullopt)
 {
     Shim& shim = Shim::instance();
     if (!outcome) {
@@ -242,7 +244,7 @@ void endAccepted(int fd, StackCore& stack, Result<net::Outcome> outcome)
         shim.untrack(fd);
         return;
     }
-    const Transport transport = redirect(fd, stack, true, std::move(outcome));
+    const Transport transport = redirect(fd, stack, true, std::move(outcome), nonBlock);
     shim.untrack(fd); // its registrations moved along with it
     if (transport == Transport::None) {
         (void)::shutdown(fd, SHUT_RDWR);
@@ -303,7 +305,7 @@ void beginAccepted(int fd)
     shim.addAnswered(fd, std::make_shared<Answered>(std::move(*pending), shim.generation()));
 }
 
-bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later)
+bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later, bool nonBlock)
 {
     Shim& shim = Shim::instance();
     MutexLocker lock(answered->mutex);
@@ -323,13 +325,13 @@ bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool la
     StackCore& stack = *shim.stack(); // there: it answered
     // A number the program made blocking meanwhile waits in the call, as a blocking one would
     // have from the start; a non-blocking one leaves a wait to a handshake thread.
-    const bool blocking = !nonBlocking(fd);
+    const bool blocking = !nonBlock;
     if (!queued) {
         if (answered->lowWaterRaised)
             net::lowerLowWater(fd);
         Handshake rest = restFrom(stack, net::ServerStep(std::move(pending)));
         if (blocking)
-            endAccepted(fd, stack, rest(fd));
+            endAccepted(fd, stack, rest(fd), false);
         else
             handOff(fd, stack, rest);
     } else {
@@ -339,7 +341,8 @@ bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool la
             handOff(fd, stack, restFrom(stack, std::move(step))); // an attach waits for the client
         else
             endAccepted(fd, stack,
-                        net::serverRest(stack, fd, std::move(step), shim.settings().options));
+                        net::serverRest(stack, fd, std::move(step), shim.settings().options),
+                        nonBlock);
     }
     shim.dropAnswered(fd, *answered);
     return true;

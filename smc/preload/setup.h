@@ -99,14 +99,15 @@ void beginAccepted(int fd);
 // in the call (or, when the client's DMB must still be mapped, on a handshake thread with the
 // number on a stand-in). Without it, false when the call may be told "later" (`later`: a read
 // that may not wait), else the rest goes to a handshake thread (a stand-in meanwhile), or
-// waits in the call if the program made the number blocking. True: the table says what the
-// number is now.
-bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later);
+// waits in the call if the program made the number blocking (`nonBlock`: its O_NONBLOCK, as
+// the caller read it). True: the table says what the number is now.
+bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later, bool nonBlock);
 
 // The number `fd` now stands for an SMC connection made from its TCP socket: the TCP socket
 // moves to a descriptor of the connection's own, the number to the connection's ready
 // descriptor. Its transport, or Transport::None (the number untouched, still the TCP socket)
-// if that cannot be done.
-Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome);
+// if that cannot be done. `nonBlock`: the number's O_NONBLOCK, if the caller read it already.
+Transport redirect(int fd, StackCore& stack, bool server, Result<net::Outcome> outcome,
+                   std::optional<bool> nonBlock = std::nullopt);
 
 } // namespace smc::preload

@@ -185,9 +185,10 @@ Route Shim::route(int fd, Wait wait, Use use)
                 return {nullptr, nullptr, EOPNOTSUPP}; // the parent's handshake: it ends there
             // A read that may not wait is answered on the TCP socket itself until the client's
             // CONFIRM is there; anything else takes the handshake on from here.
-            const bool later = use == Use::Read && (wait == Wait::Never ||
-                                                    (wait == Wait::IfBlocking && nonBlocking(fd)));
-            if (!continueAnswered(fd, answered, later))
+            const bool nonBlock = nonBlocking(fd);
+            const bool later =
+                use == Use::Read && (wait == Wait::Never || (wait == Wait::IfBlocking && nonBlock));
+            if (!continueAnswered(fd, answered, later, nonBlock))
                 return {nullptr, nullptr, EAGAIN};
             continue;
         }
