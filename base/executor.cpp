@@ -83,9 +83,9 @@ Executor::TimerId Executor::postAfter(std::chrono::nanoseconds delay, Task task)
         // was cancelled): nobody is woken.
         first = at == timers_.begin() && !(sleepsUntil_ && *sleepsUntil_ <= id.due);
     }
-    // One thread wakes and sleeps again until this deadline; the others sleep on.
+    // Every thread learns the deadline: one woken for a task meanwhile leaves it to the others.
     if (first)
-        wake_.notify_one();
+        wake_.notify_all();
     return id;
 }
 

@@ -23,8 +23,8 @@ namespace
 constexpr std::size_t kHead = 32; // the CDC at the head of every DMB
 constexpr std::size_t kSeqOffset = cdc::kSmcdDoorbellOffset;
 constexpr std::size_t kWaitOffset = cdc::kSmcdDoorbellOffset + 4;
-// In the wait word, whose rest counts sleepers (bits 0..14), and of them the receives
-// (bits 15..29).
+// In the wait word, whose rest counts sleepers (bits 0..14) and receives waiting, asleep or
+// spinning (bits 15..29).
 constexpr std::uint32_t kWantsEvent = 1u << 31;
 constexpr std::uint32_t kWantsRoom = 1u << 30;
 constexpr std::uint32_t kSleeper = 1;
@@ -142,10 +142,10 @@ void SmcdConnection::ringPeer(Changes c) noexcept
         bool ring =
             c.flags || (c.room && (wait & kWantsRoom) != 0) || (!c.bytes && !c.flags && !c.room);
         // The pulse before the sleeper's wake-up: a reader that wakes and empties its ring
-        // then finds the pulse there, instead of waiting for it. A receive asleep takes the
-        // bytes itself at the wake-up below and then says what is left readable: the
-        // program's descriptor needs no signal (a blocking reader, as sockperf's, never
-        // gets one).
+        // then finds the pulse there, instead of waiting for it. A receive waiting takes the
+        // bytes itself (at the wake-up below, or spinning) and then says what is left
+        // readable: the program's descriptor needs no signal (a blocking reader, as
+        // sockperf's, never gets one).
         if (c.bytes && !ring && (wait & kReceivers) == 0)
             ring = !pulse();
         if (ring)
@@ -183,9 +183,11 @@ std::uint64_t SmcdConnection::waitMark() const
 
 void SmcdConnection::wake()
 {
-    // As ringPeer: the bump, then the sleepers; no system call when nobody sleeps.
+    // As ringPeer: the bump, then the sleepers; no system call when nobody sleeps. Our own
+    // count, not the wait word: the peer may write that, and our wake-ups (close, the peer's
+    // death) must not depend on it.
     word(ownHead(), kSeqOffset).fetch_add(1, std::memory_order_seq_cst);
-    if ((word(ownHead(), kWaitOffset).load(std::memory_order_seq_cst) & kSleepers) != 0)
+    if (sleepers_.load(std::memory_order_seq_cst) != 0)
         futex(ownHead(), FUTEX_WAKE, INT_MAX, nullptr);
 }
 
@@ -204,6 +206,11 @@ void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
         timeout = &ts;
     }
     mutex_.unlock(); // the peer's doorbell needs no lock of ours; the sender or receiver may run
+    auto waiting = word(ownHead(), kWaitOffset);
+    // A receive says so for its whole wait, spinning or asleep: the writer then sends no
+    // pulse for bytes (ringPeer), which this receive takes itself.
+    if (forBytes)
+        waiting.fetch_add(kReceiver, std::memory_order_seq_cst);
     // A short spin first: a peer that answers within microseconds (a ping-pong, a ring
     // drained by a running reader) is seen without a futex round trip and two context
     // switches; past busyPoll_ we sleep, so an idle connection costs no CPU.
@@ -214,13 +221,16 @@ void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
         __builtin_ia32_pause();
     }
     if (!rung) {
-        auto sleepers = word(ownHead(), kWaitOffset);
-        const std::uint32_t me = forBytes ? kSleeper | kReceiver : kSleeper;
-        sleepers.fetch_add(me, std::memory_order_seq_cst);
+        // Counted for the peer's wake-up (the wait word) and for our own (sleepers_).
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        waiting.fetch_add(kSleeper, std::memory_order_seq_cst);
         if (word(ownHead(), kSeqOffset).load(std::memory_order_seq_cst) == seen)
             futex(ownHead(), FUTEX_WAIT, seen, timeout); // EAGAIN, EINTR, ETIMEDOUT: re-check
-        sleepers.fetch_sub(me, std::memory_order_seq_cst);
+        waiting.fetch_sub(kSleeper, std::memory_order_seq_cst);
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     }
+    if (forBytes)
+        waiting.fetch_sub(kReceiver, std::memory_order_seq_cst);
     mutex_.lock();
 }
 

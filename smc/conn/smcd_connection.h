@@ -23,17 +23,18 @@ namespace smc::net
 //
 // The doorbell (bytes 24..31 of a DMB head, reserved in the CDC's SMC-D layout): a 32-bit
 // sequence the writer bumps after each CDC, and a 32-bit word the owner sets while it
-// sleeps on that sequence (a futex: the memory is shared), plus two bits for an application
-// that polls its socket: one asks for signals at all, one for a signal when room is freed.
+// sleeps on that sequence (a futex: the memory is shared) and while a receive waits, plus two
+// bits for an application that polls its socket: one asks for signals at all, one for a
+// signal when room is freed.
 // The owner then offers the peer its ready socket (ShmIsm::offer), and the pulse word
 // (bytes 4..7, reserved too) says which of the peer's CDCs need a pulse on it: how many bytes
 // the owner's reader had read (mod 2^24) when it last found its ring empty, and the pulses
 // promised since (8 bits; at kMaxPromised or more the peer rings the doorbell instead, which
-// is how the owner switches pulses off). A CDC whose bytes end elsewhere gets a pulse, the
-// rest the DMB's ISM doorbell (close flags; room freed while asked), which our executor
-// turns into readiness. A peer can only stall its own connection with these:
-// every wait has the caller's deadline or a short patience, and the peer's death wakes us
-// from our own side (the TCP socket).
+// is how the owner switches pulses off). A CDC whose bytes end elsewhere gets a pulse (none
+// while a receive waits: it takes them itself), the rest the DMB's ISM doorbell (close flags; room
+// freed while asked), which our executor turns into readiness. A peer can only stall its own
+// connection with these: every wait has the caller's deadline or a short patience, and the peer's
+// death wakes us from our own side (the TCP socket).
 class SmcdConnection final : public CdcConnection
 {
 public:
@@ -106,6 +107,7 @@ private:
     bool eventsWanted_ SMC_GUARDED_BY(mutex_) = false;
     int pulseFd_ SMC_GUARDED_BY(mutex_) = -1;        // enableEvents' `pulse`, not ours
     std::atomic<bool> pulsing_{false};               // offered, and not stopped
+    std::atomic<std::uint32_t> sleepers_{0};         // our threads asleep in wait(), for wake()
     bool roomWanted_ SMC_GUARDED_BY(mutex_) = false; // our kWantsRoom bit, as last set
     cdc::CdcMessage staged_ SMC_GUARDED_BY(txMutex_);
     std::uint64_t stagedBytes_ SMC_GUARDED_BY(txMutex_) = 0; // the bytes staged_ announces

@@ -82,8 +82,9 @@ Settings settingsFromEnvironment() noexcept
     // An application expects its reads to sleep, as the kernel's do by default
     // (net.core.busy_poll = 0); SMC_RUN_BUSY_POLL (µs) spins first.
     s.options.busyPoll = std::chrono::microseconds(0);
-    if (const char* spin = std::getenv("SMC_RUN_BUSY_POLL"))
-        s.options.busyPoll = std::chrono::microseconds(std::strtoul(spin, nullptr, 10));
+    if (const char* spin = std::getenv("SMC_RUN_BUSY_POLL")) // at most a second
+        s.options.busyPoll =
+            std::chrono::microseconds(std::min(std::strtoul(spin, nullptr, 10), 1'000'000ul));
     if (std::size_t rcv = sizeFrom("SMC_RUN_RCVBUF"))
         s.options.rmbBytes = rcv;
     if (const char* policy = std::getenv("SMC_RUN_POLICY")) {

@@ -44,7 +44,9 @@ std::size_t Arrivals::waitingFrom(const Source& source) const
 
 bool Arrivals::awaitMessage(UniqueFd fd, std::chrono::milliseconds timeout, Next next)
 {
-    bool raised = false; // SO_RCVLOWAT: a new connection's is the default
+    // SO_RCVLOWAT is the default here: an accepted socket's (listeners keep theirs), or what
+    // the last wait left (settle() lowers it after one that ended late).
+    bool raised = false;
     if (net::firstMessageQueued(fd.get(), raised)) { // already there: no wait, no hop
         {
             MutexLocker lock(mutex_);
@@ -152,6 +154,10 @@ void Arrivals::settle(const std::shared_ptr<Arrival>& a, Trigger trigger) noexce
         Next next = std::move(c->next);
         UniqueFd fd = std::move(c->fd);
         c.reset();
+        // Part of a message may have raised SO_RCVLOWAT (firstMessageQueued): a wait that ended
+        // without all of it leaves the default, for whoever reads next (a fallback's program).
+        if (trigger != Trigger::Awaited)
+            net::lowerLowWater(fd.get());
         next(std::move(fd), trigger != Trigger::Awaited);
     }
     MutexLocker self(mutex_);

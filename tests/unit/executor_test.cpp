@@ -192,10 +192,10 @@ TEST(Executor, ATimerAfterACancelledOneRunsOnTime)
 {
     Executor executor({2, 8, 1000ms});
     auto firesAfter = [&](std::chrono::milliseconds delay) {
-        std::promise<void> fired;
+        auto fired = std::make_shared<std::promise<void>>(); // the timer's, should it be late
         const auto posted = std::chrono::steady_clock::now();
-        executor.postAfter(delay, [&] { fired.set_value(); });
-        if (fired.get_future().wait_for(5s) != std::future_status::ready)
+        executor.postAfter(delay, [fired] { fired->set_value(); });
+        if (fired->get_future().wait_for(5s) != std::future_status::ready)
             return false;
         return std::chrono::steady_clock::now() - posted >= delay;
     };
