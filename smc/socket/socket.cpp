@@ -248,6 +248,11 @@ Result<int> SocketImpl::pollFd(std::shared_ptr<net::ReadyFd> standIn)
         const int events = path_->enableEvents(made->pulseFd());
         if (events < 0)
             return lastError();
+        // A server's client usually speaks right after its CONFIRM, and rings before anyone
+        // watched: taken here, the refresh() below says what it means, and our epoll thread
+        // is not woken to say it again (racing the program's first read for the locks).
+        if (server_)
+            path_->drainEvents();
         const int watch = stack_.executor().watch(events, [this] {
             path_->drainEvents();
             refresh(true);
