@@ -44,8 +44,8 @@ std::size_t Arrivals::waitingFrom(const Source& source) const
 
 bool Arrivals::awaitMessage(UniqueFd fd, std::chrono::milliseconds timeout, Next next)
 {
-    // SO_RCVLOWAT is the default here: an accepted socket's (listeners keep theirs), or what
-    // the last wait left (settle() lowers it after one that ended late).
+    // SO_RCVLOWAT is as we found it: an accepted socket's (its listener's, which we never
+    // raise), or what the last wait left (lowered by its end, or by settle() when late).
     bool raised = false;
     if (net::firstMessageQueued(fd.get(), raised)) { // already there: no wait, no hop
         {
