@@ -360,7 +360,12 @@ TEST(LoopbackIsmStress, MoveDataRacesUnregisterSafely)
             }
         });
     }
-    for (int round = 0; round < 200; ++round) {
+    // 200 rounds, and more until a write landed: on a loaded machine the writers may not have
+    // run at all during the first 200 (a few milliseconds).
+    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (int round = 0;
+         round < 200 || (landed.load() == 0 && std::chrono::steady_clock::now() < giveUp);
+         ++round) {
         Result<DmbInfo> dmb = dev.registerDmb(MmapAllocator::instance().allocate(16384), 16384);
         ASSERT_TRUE(dmb);
         current = dmb->token;
