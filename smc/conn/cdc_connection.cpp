@@ -411,10 +411,23 @@ bool CdcConnection::abandoned() const
 
 bool CdcConnection::writable() const
 {
-    return probe([this](const cdc::CdcStream& s) SMC_REQUIRES(mutex_) {
-        return cdc_.stream.sentConnFlags().any() || s.peerConnFlags().any() ||
-               (s.sendSpace() > 0 && !sendStalled());
+    return probe([this](const cdc::CdcStream& s) SMC_REQUIRES(mutex_) { return canSend(s); });
+}
+
+bool CdcConnection::canSend(const cdc::CdcStream& s) const
+{
+    return cdc_.stream.sentConnFlags().any() || s.peerConnFlags().any() ||
+           (s.sendSpace() > 0 && !sendStalled());
+}
+
+DataPath::Readiness CdcConnection::readiness() const
+{
+    Readiness r{true, true}; // closed, aborted, or an abort to report: both calls answer at once
+    (void)probe([&](const cdc::CdcStream& s) SMC_REQUIRES(mutex_) {
+        r = {CdcState::readable(s), canSend(s)};
+        return true;
     });
+    return r;
 }
 
 void CdcConnection::fillInfo(ConnectionInfo& info) const

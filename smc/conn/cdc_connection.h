@@ -46,6 +46,7 @@ public:
     std::size_t unread() const final;
     bool abandoned() const final;
     bool writable() const final;
+    Readiness readiness() const final;
     void fillInfo(ConnectionInfo& info) const final;
 
 protected:
@@ -138,6 +139,8 @@ private:
     bool act(const cdc::CloseAction& action) SMC_REQUIRES(txMutex_, mutex_);
     // Readiness from a copy of the stream with what the peer sent since (peek()).
     template <typename Verdict> bool probe(Verdict verdict) const;
+    // writable()'s verdict on `s`, the stream as a call would see it.
+    bool canSend(const cdc::CdcStream& s) const SMC_REQUIRES(mutex_);
 
     // Senders in send(), running or waiting for sendMutex_: a send that sees others behind
     // it leaves the announcing to them (autocorking).

@@ -77,6 +77,11 @@ public:
     // left to read: nobody loses anything when a connection not yet accepted goes.
     virtual bool abandoned() const = 0;
     virtual bool writable() const = 0; // send would not block
+    // Both at once: one look where the transport can (a readiness refresh after every call).
+    struct Readiness {
+        bool readable, writable;
+    };
+    virtual Readiness readiness() const { return {readable(), writable()}; }
     virtual void fillInfo(ConnectionInfo& info) const = 0;
     // An fd that becomes readable when readiness may have changed (the peer wrote, read or
     // closed), and its drain (the epoll thread runs it before it looks again). `pulse`: a

@@ -118,16 +118,16 @@ void SocketImpl::refresh(bool peerEvent, bool consumed) noexcept
             }
         }
     }
-    bool writable = path_->writable();
-    if (!writable) {
+    net::DataPath::Readiness now = path_->readiness();
+    if (!now.writable) {
         // The peer signals the room it frees while asked (SMC-D): asked first, then a second
         // look, or room freed in between would go unsaid.
         path_->awaitRoom(true);
-        writable = path_->writable();
+        now = path_->readiness();
     } else {
         path_->awaitRoom(false);
     }
-    ready->set(path_->readable(), writable, peerEvent, counting && path_->pulsesPromised());
+    ready->set(now.readable, now.writable, peerEvent, counting && path_->pulsesPromised());
 }
 
 Result<std::size_t> SocketImpl::send(std::span<const std::byte> data, SendFlags flags)
