@@ -115,20 +115,23 @@ bool firstMessageQueued(int fd, bool& raised) noexcept
     const ssize_t n = ::recv(fd, look.data(), look.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return false; // nothing yet: readable once anything comes
-    const auto have = static_cast<std::size_t>(std::max<ssize_t>(n, 0));
-    Result<std::size_t> size =
-        clc::messageSize(std::span(look).first(std::min(have, clc::kHeaderSize)));
-    int queued = 0;
-    const std::size_t want = n <= 0                    ? 0 // the end, or an error: decided
-                             : !size                   ? 0 // not CLC, or malformed: decided
-                             : have < clc::kHeaderSize ? clc::kHeaderSize
-                                                       : *size;
-    if (want > have && (::ioctl(fd, FIONREAD, &queued) != 0 || std::size_t(queued) < want) &&
-        !peerShutDown(fd)) {
-        setLowWater(fd, want);
-        raised = true;
-        return false;
+    if (n > 0) {
+        const auto have = static_cast<std::size_t>(n);
+        Result<std::size_t> size =
+            clc::messageSize(std::span(look).first(std::min(have, clc::kHeaderSize)));
+        int queued = 0;
+        const std::size_t want = !size                     ? 0 // not CLC, or malformed: decided
+                                 : have < clc::kHeaderSize ? clc::kHeaderSize
+                                                           : *size;
+        if (want > have && (::ioctl(fd, FIONREAD, &queued) != 0 || std::size_t(queued) < want) &&
+            !peerShutDown(fd)) {
+            setLowWater(fd, want);
+            raised = true;
+            return false;
+        }
     }
+    // Decided: all of it is there, or something else, the end or an error (the handshake sees
+    // it).
     if (raised)
         setLowWater(fd, 1);
     raised = false;

@@ -19,15 +19,9 @@ Result<bool> startsWithClc(int fd, Deadline deadline);
 // an error): then readClc takes it at once. If not, raises SO_RCVLOWAT to what is missing, so
 // that the socket polls readable (level-triggered, no spinning) only once it is there or the
 // peer ends; a true answer puts SO_RCVLOWAT back. For waiting without a thread. Never blocks.
-// `raised`: whether SO_RCVLOWAT may be raised already (by an earlier false answer); the
-// answer leaves it saying whether it is now, so a caller that keeps it saves the system call
-// that lowers a level never raised. Without it, assumed raised.
+// `raised`: whether SO_RCVLOWAT is raised already (by an earlier false answer); the answer
+// leaves it saying whether it is now, so a level never raised is never lowered.
 bool firstMessageQueued(int fd, bool& raised) noexcept;
-inline bool firstMessageQueued(int fd) noexcept
-{
-    bool raised = true;
-    return firstMessageQueued(fd, raised);
-}
 // SO_RCVLOWAT back to its default (1): for a socket that firstMessageQueued left raised and
 // whose next reader is not firstMessageQueued (a blocking readClc, or the application's).
 void lowerLowWater(int fd) noexcept;

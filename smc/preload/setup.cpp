@@ -130,9 +130,11 @@ void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
                 UniqueFd watched, bool late)
 {
     const int tcp = setup->tcp.get();
-    // Late but there after all (the timer and the answer at once): taken.
+    // Late but there after all (the timer and the answer at once): taken. A late end has put
+    // SO_RCVLOWAT back already (Arrivals).
+    bool raised = false;
     Result<net::ClientStep> step =
-        late && !net::firstMessageQueued(tcp)
+        late && !net::firstMessageQueued(tcp, raised)
             ? Result<net::ClientStep>(std::make_error_code(std::errc::timed_out))
             : net::clientAnswer(stack, tcp, offer, Shim::instance().settings().options);
     auto* accepted = step ? std::get_if<net::ClientAccepted>(&*step) : nullptr;
