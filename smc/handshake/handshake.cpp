@@ -279,16 +279,17 @@ Result<Outcome> clientHandshake(StackCore& stack, int fd, const SocketOptions& o
     return std::move(std::get<Outcome>(*step));
 }
 
-Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options)
+Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options,
+                               const ClcHead* seen)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
-    Result<bool> clc = startsWithClc(fd, deadline);
+    Result<bool> clc = startsWithClc(fd, deadline, seen);
     if (!clc && clc.error() != std::errc::timed_out)
         return clc.error();
     if (!clc || !*clc)
         return ServerStep(Outcome(Fallback{clc::DeclineCode::PeerNoSmc, false}));
 
-    Result<clc::Message> first = readClc(fd, deadline);
+    Result<clc::Message> first = readClc(fd, deadline, seen);
     if (!first) {
         if (first.error().category() != clcCategory())
             return first.error();
@@ -333,11 +334,11 @@ Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& op
 }
 
 Result<ServerStep> serverConfirm(StackCore& stack, int fd, SmcdPending pending,
-                                 const SocketOptions& options)
+                                 const SocketOptions& options, const ClcHead* seen)
 {
     const Deadline deadline = deadlineAfter(options.clcTimeout);
     const IsmGid& clientGid = pending.client;
-    Result<clc::Message> answer = readClc(fd, deadline);
+    Result<clc::Message> answer = readClc(fd, deadline, seen);
     if (answer)
         if (const auto* d = std::get_if<clc::Decline>(&*answer))
             return ServerStep(Outcome(peerDeclined(*d)));

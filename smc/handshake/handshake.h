@@ -14,6 +14,7 @@
 #include "smc/conn/setup.h"
 #include "smc/core/link_group.h"
 #include "smc/ism/shm_ism.h"
+#include "smc/net/clc_io.h"
 #include "smc/net/tcp.h"
 #include "smc/stack/first_contacts.h"
 #include "smc/stack/stack_core.h"
@@ -132,7 +133,8 @@ struct SmcrParked {
 // Outcome), or until it must wait for the peer's first contact under way (SmcrParked: the
 // caller parks it, FirstContacts::park, and calls serverResume once resumed, or serverGiveUp
 // past its `until`). serverFinish reads the CONFIRM (up to options.clcTimeout) and completes.
-// Errors: serverHandshake's.
+// Errors: serverHandshake's. `seen` (serverBegin, serverConfirm): what firstMessageQueued saw
+// of the message just before, which then needs no look of its own.
 // An SMC-D server handshake whose CONFIRM is read and checked, the client's DMB still to be
 // mapped (an attach, which waits for the client's device to answer).
 struct SmcdConfirmed {
@@ -141,7 +143,8 @@ struct SmcdConfirmed {
 };
 
 using ServerStep = std::variant<Outcome, SmcdPending, SmcrPending, SmcrParked, SmcdConfirmed>;
-Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options);
+Result<ServerStep> serverBegin(StackCore& stack, int fd, const SocketOptions& options,
+                               const ClcHead* seen = nullptr);
 Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
                              const SocketOptions& options);
 // serverFinish of SMC-D in two halves, so that a caller with a CONFIRM all queued can run the
@@ -149,7 +152,7 @@ Result<Outcome> serverFinish(StackCore& stack, int fd, SmcdPending pending,
 // the handshake when the client's DMB is mapped here already (kept, ShmIsm::takeKeptRemote:
 // no wait), or leaves SmcdConfirmed for serverMap, which attaches (up to options.clcTimeout).
 Result<ServerStep> serverConfirm(StackCore& stack, int fd, SmcdPending pending,
-                                 const SocketOptions& options);
+                                 const SocketOptions& options, const ClcHead* seen = nullptr);
 Result<Outcome> serverMap(StackCore& stack, SmcdConfirmed confirmed, const SocketOptions& options);
 Result<Outcome> serverFinish(StackCore& stack, int fd, SmcrPending pending,
                              const SocketOptions& options);

@@ -108,7 +108,7 @@ std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
 
 } // namespace
 
-bool firstMessageQueued(int fd, bool& raised) noexcept
+bool firstMessageQueued(int fd, bool& raised, ClcHead* seen) noexcept
 {
     // One look usually sees a whole message (the handshake's are a few hundred bytes).
     std::array<std::byte, 512> look{};
@@ -135,6 +135,10 @@ bool firstMessageQueued(int fd, bool& raised) noexcept
     if (raised)
         setLowWater(fd, 1);
     raised = false;
+    if (seen != nullptr) {
+        seen->size = n > 0 ? std::min(static_cast<std::size_t>(n), seen->bytes.size()) : 0;
+        std::copy_n(look.begin(), seen->size, seen->bytes.begin());
+    }
     return true;
 }
 
@@ -143,14 +147,20 @@ void lowerLowWater(int fd) noexcept
     setLowWater(fd, 1);
 }
 
-Result<bool> startsWithClc(int fd, Deadline deadline)
+Result<bool> startsWithClc(int fd, Deadline deadline, const ClcHead* seen)
 {
     // The eyecatcher and the type decide; a bad length or version after them is malformed
     // CLC (declined), not someone else's protocol.
     std::array<std::byte, 5> head{};
     // Usually all of it is queued already: one look decides. Else byte by byte, so that a
     // short message of another protocol is told at once.
-    const ssize_t queued = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+    ssize_t queued = 0;
+    if (seen != nullptr && seen->size > 0) {
+        queued = static_cast<ssize_t>(std::min(seen->size, head.size()));
+        std::copy_n(seen->bytes.begin(), queued, head.begin());
+    } else {
+        queued = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
+    }
     if (queued > 0 && !clc::messageSize(std::span(head).first(std::size_t(queued))))
         return false;
     if (queued == static_cast<ssize_t>(head.size()))
@@ -207,12 +217,14 @@ Result<bool> skipClc(int fd, std::size_t& left)
     return true;
 }
 
-Result<clc::Message> readClc(int fd, Deadline deadline)
+Result<clc::Message> readClc(int fd, Deadline deadline, const ClcHead* seen)
 {
     std::array<std::byte, clc::kHeaderSize> head{};
-    Result<std::size_t> peeked = peek(fd, head, deadline);
-    if (!peeked)
+    if (seen != nullptr && seen->size == head.size()) {
+        head = seen->bytes;
+    } else if (Result<std::size_t> peeked = peek(fd, head, deadline); !peeked) {
         return peeked.error();
+    }
     Result<std::size_t> size = clc::messageSize(head);
     if (!size) {
         // A header whose length or version does not fit: the sender's framing is its

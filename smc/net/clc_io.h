@@ -2,6 +2,8 @@
 // CLC messages over the TCP socket: one message read or written whole, within a deadline.
 #pragma once
 
+#include <array>
+
 #include "smc/clc/clc_messages.h"
 #include "smc/net/tcp.h"
 
@@ -12,7 +14,16 @@ namespace smc::net
 // false as soon as they cannot: then nothing was consumed, and the bytes are the
 // application's (a peer without SMC). Errors: timed_out (fewer than the bytes that decide
 // came), connection_reset (the peer closed first), recv's errno. Blocks up to the deadline.
-Result<bool> startsWithClc(int fd, Deadline deadline);
+// `seen`: the stream's head as firstMessageQueued saw it just before (nothing read since).
+struct ClcHead;
+Result<bool> startsWithClc(int fd, Deadline deadline, const ClcHead* seen = nullptr);
+
+// The stream's first bytes (up to a CLC header) as firstMessageQueued saw them, so that the
+// reads that follow it at once need no look of their own. Stale once anything reads the socket.
+struct ClcHead {
+    std::array<std::byte, clc::kHeaderSize> bytes{};
+    std::size_t size = 0;
+};
 
 // Whether the stream's first CLC message is all queued on `fd`, or the stream shows that a
 // handshake would not wait for it (it is not CLC, its header is malformed, the peer ended it,
@@ -20,8 +31,9 @@ Result<bool> startsWithClc(int fd, Deadline deadline);
 // that the socket polls readable (level-triggered, no spinning) only once it is there or the
 // peer ends; a true answer puts SO_RCVLOWAT back. For waiting without a thread. Never blocks.
 // `raised`: whether SO_RCVLOWAT is raised already (by an earlier false answer); the answer
-// leaves it saying whether it is now, so a level never raised is never lowered.
-bool firstMessageQueued(int fd, bool& raised) noexcept;
+// leaves it saying whether it is now, so a level never raised is never lowered. A true answer
+// leaves in `seen` (if given) what it saw of the stream.
+bool firstMessageQueued(int fd, bool& raised, ClcHead* seen = nullptr) noexcept;
 // SO_RCVLOWAT back to its default (1): for a socket that firstMessageQueued left raised and
 // whose next reader is not firstMessageQueued (a blocking readClc, or the application's).
 void lowerLowWater(int fd) noexcept;
@@ -31,8 +43,8 @@ void lowerLowWater(int fd) noexcept;
 // that stops or closes partway is waited for asleep, up to the deadline, or seen at once.
 // Errors: timed_out, connection_reset (EOF, also after part of a message), ClcErrc (not CLC, or
 // malformed: then as many bytes as its length field says, at least the header, are consumed),
-// recv's errno. Blocks up to the deadline.
-Result<clc::Message> readClc(int fd, Deadline deadline);
+// recv's errno. Blocks up to the deadline. `seen`: as startsWithClc's.
+Result<clc::Message> readClc(int fd, Deadline deadline, const ClcHead* seen = nullptr);
 
 // Discards the peer's first CLC message when it was declined unread (a listener past its
 // handshake limit), a step at a time on a non-blocking socket: true once it is gone (or the

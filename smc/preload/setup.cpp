@@ -171,8 +171,8 @@ bool answerLater(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
     const SocketOptions& options = shim.settings().options;
     const int tcp = setup->tcp.get();
     std::shared_ptr<Arrivals> arrivals = shim.arrivals();
-    if (options.mode != Mode::SmcD || !arrivals ||
-        !tcpConnected(tcp, std::chrono::milliseconds(0)) || !localPeer(tcp))
+    // localPeer's getpeername also says the TCP connect is over (ENOTCONN while it is not).
+    if (options.mode != Mode::SmcD || !arrivals || !localPeer(tcp))
         return false;
     UniqueFd watched(real().fcntl(tcp, F_DUPFD_CLOEXEC, UniqueFd::placementFloor().load()));
     if (!watched || !shim.addSetup(fd, setup))
@@ -276,35 +276,37 @@ Handshake restFrom(StackCore& stack, Result<net::ServerStep> step)
 
 } // namespace
 
-void beginAccepted(int fd)
+bool beginAccepted(int fd, bool nonBlock)
 {
     Shim& shim = Shim::instance();
     StackCore* stack = shim.stack();
     if (!stack)
-        return; // TCP: the client then waits for CLC until its timeout, and falls back
+        return false; // TCP: the client then waits for CLC until its timeout, and falls back
     const SocketOptions& options = shim.settings().options;
-    if (!nonBlocking(fd)) {
-        endAccepted(fd, *stack, net::serverHandshake(*stack, fd, options));
-        return;
+    if (!nonBlock) {
+        endAccepted(fd, *stack, net::serverHandshake(*stack, fd, options), false);
+        return false;
     }
     // SMC-R's steps may wait for its link group: not in the program's call.
     bool raised = false; // SO_RCVLOWAT: an accepted connection's is the default
-    if (options.mode != Mode::SmcD || !net::firstMessageQueued(fd, raised)) {
+    net::ClcHead seen;
+    if (options.mode != Mode::SmcD || !net::firstMessageQueued(fd, raised, &seen)) {
         if (raised)
             net::lowerLowWater(fd); // for the program's reads, after a fallback
         handOff(fd, *stack, [stack](int tcp) {
             return net::serverHandshake(*stack, tcp, Shim::instance().settings().options);
         });
-        return;
+        return false;
     }
-    Result<net::ServerStep> step = net::serverBegin(*stack, fd, options);
+    Result<net::ServerStep> step = net::serverBegin(*stack, fd, options, &seen);
     auto* pending = step ? std::get_if<net::SmcdPending>(&*step) : nullptr;
     if (pending == nullptr) {
-        endAccepted(fd, *stack,
-                    net::serverRest(*stack, fd, std::move(step), options)); // an end already
-        return;
+        endAccepted(fd, *stack, net::serverRest(*stack, fd, std::move(step), options),
+                    true); // an end already
+        return false;
     }
     shim.addAnswered(fd, std::make_shared<Answered>(std::move(*pending), shim.generation()));
+    return true;
 }
 
 bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later, bool nonBlock)
@@ -317,7 +319,8 @@ bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool la
     // TCP): another thread's call waits for this one (the mutex) instead of reaching the TCP
     // socket under way. The library's own calls on it reach the kernel.
     const Shim::Bypass bypass;
-    const bool queued = net::firstMessageQueued(fd, answered->lowWaterRaised);
+    net::ClcHead seen;
+    const bool queued = net::firstMessageQueued(fd, answered->lowWaterRaised, &seen);
     if (!queued && later)
         return false;
     net::SmcdPending pending = std::move(*answered->pending);
@@ -338,7 +341,7 @@ bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool la
             handOff(fd, stack, rest);
     } else {
         Result<net::ServerStep> step =
-            net::serverConfirm(stack, fd, std::move(pending), shim.settings().options);
+            net::serverConfirm(stack, fd, std::move(pending), shim.settings().options, &seen);
         if (step && std::holds_alternative<net::SmcdConfirmed>(*step) && !blocking)
             handOff(fd, stack, restFrom(stack, std::move(step))); // an attach waits for the client
         else

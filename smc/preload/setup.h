@@ -92,8 +92,9 @@ bool beginConnecting(int fd, std::shared_ptr<Setup> setup, StackCore& stack,
 // it was readable) answers it in the call and waits for the CONFIRM as Answered; otherwise the
 // handshake runs on the stack's handshake threads when the number is non-blocking (the call
 // says EAGAIN meanwhile), in the call when it is blocking. A handshake that fails shuts the
-// TCP socket down: the program reads the end of the stream.
-void beginAccepted(int fd);
+// TCP socket down: the program reads the end of the stream. `nonBlock`: the number's
+// O_NONBLOCK, as the caller read it. True when the number is left Answered.
+bool beginAccepted(int fd, bool nonBlock);
 
 // A call uses `fd`, whose handshake `answered` is: with the CONFIRM queued, the handshake ends
 // in the call (or, when the client's DMB must still be mapped, on a handshake thread with the

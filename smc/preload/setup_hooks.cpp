@@ -37,31 +37,23 @@ bool tcpStream(int fd) noexcept
 {
     if (fd < 0 || fd >= Shim::kMaxFd)
         return false;
-    int type = 0, protocol = 0;
-    socklen_t len = sizeof type;
-    if (real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
-        return false;
-    len = sizeof protocol;
+    int protocol = 0; // TCP's sockets are all stream sockets
+    socklen_t len = sizeof protocol;
     return real().getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 &&
            protocol == IPPROTO_TCP;
 }
 
-// The socket's local port, bound to any port of its family first if it has none.
-std::uint16_t localPort(int fd) noexcept
+// The socket's local port, bound to any port of `family` (the connect address's, which is the
+// socket's) first if it has none: a client usually has none, so the bind comes first, and a
+// socket bound already refuses it (EINVAL).
+std::uint16_t localPort(int fd, sa_family_t family) noexcept
 {
     sockaddr_storage local{};
+    local.ss_family = family;
+    const socklen_t anyLen = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&local), anyLen) != 0 && errno != EINVAL)
+        return 0;
     socklen_t len = sizeof local;
-    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
-        return 0;
-    if (std::uint16_t port = smc::preload::portOf(reinterpret_cast<sockaddr*>(&local)))
-        return port;
-    sockaddr_storage any{};
-    any.ss_family = local.ss_family;
-    const socklen_t anyLen =
-        local.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&any), anyLen) != 0)
-        return 0;
-    len = sizeof local;
     if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
         return 0;
     return smc::preload::portOf(reinterpret_cast<sockaddr*>(&local));
@@ -121,7 +113,7 @@ int connect(int fd, const sockaddr* to, socklen_t len)
     if (!to || !tcpStream(fd) || !smc::preload::listenerAnnounced(to, len))
         return plainConnect(fd, to, len);
     smc::StackCore* stack = shim.stack();
-    const std::uint16_t port = stack ? localPort(fd) : 0;
+    const std::uint16_t port = stack ? localPort(fd, to->sa_family) : 0;
     smc::Result<smc::UniqueFd> announced =
         port ? smc::preload::announceClient(port) : smc::Result<smc::UniqueFd>(smc::UniqueFd());
     if (!stack || !announced || !*announced)

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "smc/preload/real.h"
@@ -133,7 +134,7 @@ StackCore* Shim::stack()
     MutexLocker lock(stackMutex_);
     if (!stack_ && !stackFailed_) {
         executor_ = std::make_unique<Executor>(Executor::Config{});
-        arrivals_ = std::make_shared<Arrivals>(*executor_);
+        arrivals_ = std::make_shared<Arrivals>(*executor_, false); // clients: no sources
         serverHandshakes_ = std::make_unique<Executor>(
             Executor::Config{.threads = 0, .maxBlocking = settings_.stack.handshakeThreads});
         Result<std::unique_ptr<SmcStack>> made =
@@ -157,6 +158,18 @@ thread_local bool Shim::tlsBypass = false;
 
 Route Shim::route(int fd, Wait wait, Use use)
 {
+    std::optional<bool> nonBlock; // O_NONBLOCK, read once per call
+    auto nonBlocked = [&] {
+        if (!nonBlock)
+            nonBlock = nonBlocking(fd);
+        return *nonBlock;
+    };
+    // A read that may not wait is answered on the TCP socket itself until the client's CONFIRM
+    // is there.
+    auto later = [&] {
+        return use == Use::Read &&
+               (wait == Wait::Never || (wait == Wait::IfBlocking && nonBlocked()));
+    };
     while (marked(fd) && !tlsBypass) {
         std::shared_ptr<Setup> setup;
         std::shared_ptr<Answered> answered;
@@ -171,7 +184,9 @@ Route Shim::route(int fd, Wait wait, Use use)
                 s.accepted.erase(fd);
                 remark(fd, s);
                 lock.unlock();
-                beginAccepted(fd);
+                // Our ACCEPT went just now: the CONFIRM it asks for is the next edge, no look.
+                if (beginAccepted(fd, nonBlocked()) && later())
+                    return {nullptr, nullptr, EAGAIN};
                 continue;
             }
             if (const auto it = s.setups.find(fd); it != s.setups.end())
@@ -184,12 +199,8 @@ Route Shim::route(int fd, Wait wait, Use use)
         if (answered) {
             if (answered->generation != generation())
                 return {nullptr, nullptr, EOPNOTSUPP}; // the parent's handshake: it ends there
-            // A read that may not wait is answered on the TCP socket itself until the client's
-            // CONFIRM is there; anything else takes the handshake on from here.
-            const bool nonBlock = nonBlocking(fd);
-            const bool later =
-                use == Use::Read && (wait == Wait::Never || (wait == Wait::IfBlocking && nonBlock));
-            if (!continueAnswered(fd, answered, later, nonBlock))
+            // Anything but a read that may wait later takes the handshake on from here.
+            if (!continueAnswered(fd, answered, later(), nonBlocked()))
                 return {nullptr, nullptr, EAGAIN};
             continue;
         }

@@ -97,13 +97,15 @@ bool Arrivals::park(UniqueFd fd, std::chrono::milliseconds timeout, FirstContact
 bool Arrivals::enlistLocked(const std::shared_ptr<Arrival>& a, UniqueFd fd, Next next,
                             std::chrono::milliseconds timeout)
 {
-    a->source = sourceOf(fd.get());
+    if (countSources_)
+        a->source = sourceOf(fd.get());
     {
         MutexLocker lock(mutex_);
         if (closed_)
             return false;
         waiting_.insert(a);
-        ++bySource_[a->source];
+        if (countSources_)
+            ++bySource_[a->source];
     }
     a->fd = std::move(fd);
     a->next = std::move(next);
@@ -116,8 +118,8 @@ bool Arrivals::enlistLocked(const std::shared_ptr<Arrival>& a, UniqueFd fd, Next
 
 void Arrivals::forget(const std::shared_ptr<Arrival>& a)
 {
-    if (waiting_.erase(a) == 0)
-        return; // close() took it
+    if (waiting_.erase(a) == 0 || !countSources_)
+        return; // close() took it, or nothing to count
     auto it = bySource_.find(a->source);
     if (--it->second == 0)
         bySource_.erase(it);

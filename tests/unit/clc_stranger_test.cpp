@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <thread>
 
 #include "smc/clc/clc_messages.h"
@@ -189,6 +190,59 @@ TEST(ClcStranger, ALimitedConnectionSleepsThroughAPartialProposal)
 // A stranger that proposes the server's own GID (any ACCEPT shows it) has the server grant its
 // RMBs to itself; CONFIRMs naming each other's RMB would then wire two of the server's
 // connections to each other. The server refuses them.
+// A TCP pair on loopback: what one end sends, the other (non-blocking) reads.
+std::array<UniqueFd, 2> loopbackPair()
+{
+    auto at = net::resolve("127.0.0.1", 0, true).value();
+    UniqueFd l = std::move(net::listenTcp(at, 4)).value();
+    std::array<UniqueFd, 2> ends;
+    ends[0] = connectRaw(net::localAddress(l.get()).value().port());
+    EXPECT_TRUE(net::waitFor(l.get(), POLLIN, net::deadlineAfter(5s)));
+    ends[1] = UniqueFd(::accept4(l.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    EXPECT_TRUE(ends[1].valid());
+    return ends;
+}
+
+// What firstMessageQueued saw stands in for the reads' own looks: the message is read whole
+// from it, and what follows the message stays the application's.
+TEST(ClcStranger, TheHeadFirstMessageQueuedSawReadsTheMessageAndNoMore)
+{
+    auto ends = loopbackPair();
+    const clc::Decline sent = clc::makeDecline(clc::DeclineCode::PeerNoSmc, clc::kVersion2, {});
+    ASSERT_TRUE(net::writeClc(ends[0].get(), sent, net::deadlineAfter(5s)));
+    sendRaw(ends[0].get(), std::as_bytes(std::span("after", 5)));
+    bool raised = false;
+    net::ClcHead seen;
+    ASSERT_TRUE(
+        eventually([&] { return net::firstMessageQueued(ends[1].get(), raised, &seen); }, 5s));
+    EXPECT_FALSE(raised);
+    ASSERT_EQ(seen.size, clc::kHeaderSize);
+    ASSERT_EQ(net::startsWithClc(ends[1].get(), net::deadlineAfter(5s), &seen).value(), true);
+    Result<clc::Message> m = net::readClc(ends[1].get(), net::deadlineAfter(5s), &seen);
+    ASSERT_TRUE(m) << m.error().message();
+    ASSERT_TRUE(std::holds_alternative<clc::Decline>(*m));
+    EXPECT_EQ(std::get<clc::Decline>(*m), sent);
+    std::array<char, 16> rest{};
+    EXPECT_EQ(::recv(ends[1].get(), rest.data(), rest.size(), 0), 5);
+    EXPECT_EQ(std::string_view(rest.data(), 5), "after");
+}
+
+// Another protocol's first bytes, as seen: not CLC, and nothing of them is consumed.
+TEST(ClcStranger, ASeenHeadOfAnotherProtocolConsumesNothing)
+{
+    auto ends = loopbackPair();
+    sendRaw(ends[0].get(), std::as_bytes(std::span("GET / HTTP/1.1", 14)));
+    bool raised = false;
+    net::ClcHead seen;
+    ASSERT_TRUE(
+        eventually([&] { return net::firstMessageQueued(ends[1].get(), raised, &seen); }, 5s));
+    ASSERT_GT(seen.size, 0u);
+    EXPECT_EQ(net::startsWithClc(ends[1].get(), net::deadlineAfter(5s), &seen).value(), false);
+    std::array<char, 32> got{};
+    EXPECT_EQ(::recv(ends[1].get(), got.data(), got.size(), 0), 14);
+    EXPECT_EQ(std::string_view(got.data(), 14), "GET / HTTP/1.1");
+}
+
 TEST(ClcStranger, ConfirmsCannotWireTheServerToItself)
 {
     auto stack = makeStack();

@@ -34,7 +34,12 @@ public:
     using Source = std::array<std::uint8_t, 17>;
     static Source sourceOf(int fd) noexcept;
 
-    explicit Arrivals(Executor& executor) : executor_(executor) {}
+    // `countSources`: whether waitingFrom counts (a client waiting for its server has no use
+    // for it, and spares a getpeername per connection).
+    explicit Arrivals(Executor& executor, bool countSources = true)
+        : executor_(executor), countSources_(countSources)
+    {
+    }
 
     // `next` runs once the first CLC message on `fd` is all queued, or shows that none comes
     // (net::firstMessageQueued), here at once when it is; late after `timeout`. False after
@@ -44,7 +49,8 @@ public:
     // after `timeout`. False after close(). Never blocks.
     bool park(UniqueFd fd, std::chrono::milliseconds timeout, FirstContacts& contacts,
               const FirstContacts::Key& peer, Next next);
-    // Connections from `source` that wait here now. Never blocks.
+    // Connections from `source` that wait here now (0 unless sources are counted). Never
+    // blocks.
     std::size_t waitingFrom(const Source& source) const;
     // No new arrival from now on, and no `next` call: the waiting ones are dropped. Blocks
     // until the `next` calls under way returned.
@@ -76,6 +82,7 @@ private:
     void settle(const std::shared_ptr<Arrival>& a, Trigger trigger) noexcept;
 
     Executor& executor_;
+    const bool countSources_;
     mutable Mutex mutex_;
     ConditionVariable idle_; // settling_ went to 0
     bool closed_ SMC_GUARDED_BY(mutex_) = false;
