@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -112,7 +113,7 @@ private:
     int epollFd_ = -1;
     EventFd stopEpoll_; // ends the epoll thread
     std::thread epoll_;
-    std::map<int, std::shared_ptr<Watch>> watches_ SMC_GUARDED_BY(watchMutex_);
+    std::unordered_map<int, std::shared_ptr<Watch>> watches_ SMC_GUARDED_BY(watchMutex_);
     int nextWatch_ SMC_GUARDED_BY(watchMutex_) = 0;
 };
 

@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -44,6 +46,12 @@ private:
         std::uint64_t gid, gidExt, token;
         auto operator<=>(const Key&) const = default;
     };
+    struct KeyHash {
+        std::size_t operator()(const Key& k) const noexcept
+        {
+            return std::hash<std::uint64_t>{}(k.token ^ (k.gidExt * 0x9e3779b97f4a7c15ull));
+        }
+    };
     struct Entry {
         Key key;
         RemoteDmb dmb;
@@ -57,7 +65,7 @@ private:
     const std::size_t total_;
     mutable Mutex mutex_;
     List entries_ SMC_GUARDED_BY(mutex_); // oldest first
-    std::map<Key, List::iterator> byKey_ SMC_GUARDED_BY(mutex_);
+    std::unordered_map<Key, List::iterator, KeyHash> byKey_ SMC_GUARDED_BY(mutex_);
     std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t>
         perOwnerCount_ SMC_GUARDED_BY(mutex_);
     std::uint64_t epoch_ SMC_GUARDED_BY(mutex_) = 0;

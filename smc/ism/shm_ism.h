@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "base/executor.h"
@@ -209,7 +210,9 @@ private:
     ShmAllocator allocator_;
 
     mutable Mutex mutex_; // the DMB table
-    std::map<DmbToken, Dmb> dmbs_ SMC_GUARDED_BY(mutex_);
+    // Hashed: tokens are random, and a tree's walk was a cache miss per level on every
+    // connection's lookups.
+    std::unordered_map<DmbToken, Dmb> dmbs_ SMC_GUARDED_BY(mutex_);
     std::vector<std::uint32_t> freeIndexes_ SMC_GUARDED_BY(mutex_);
     std::mt19937_64 random_ SMC_GUARDED_BY(mutex_);
 

@@ -169,7 +169,7 @@ void Arrivals::settle(const std::shared_ptr<Arrival>& a, Trigger trigger) noexce
 
 void Arrivals::close()
 {
-    std::set<std::shared_ptr<Arrival>> waiting;
+    std::unordered_set<std::shared_ptr<Arrival>> waiting;
     {
         MutexLocker lock(mutex_);
         closed_ = true;

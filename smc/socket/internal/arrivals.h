@@ -10,7 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
+#include <unordered_set>
 
 #include "base/executor.h"
 #include "base/mutex.h"
@@ -86,7 +86,7 @@ private:
     mutable Mutex mutex_;
     ConditionVariable idle_; // settling_ went to 0
     bool closed_ SMC_GUARDED_BY(mutex_) = false;
-    std::set<std::shared_ptr<Arrival>> waiting_ SMC_GUARDED_BY(mutex_);
+    std::unordered_set<std::shared_ptr<Arrival>> waiting_ SMC_GUARDED_BY(mutex_);
     unsigned settling_ SMC_GUARDED_BY(mutex_) = 0;                  // `next` calls under way
     std::map<Source, std::size_t> bySource_ SMC_GUARDED_BY(mutex_); // of waiting_, no zeros
 };
