@@ -98,6 +98,10 @@ Result<void> readExactly(int fd, std::span<std::byte> into, Deadline deadline)
     return {};
 }
 
+// How much of a stream firstMessageQueued looks at: the handshake's messages are a few hundred
+// bytes.
+constexpr std::size_t kLook = 512;
+
 // What a whole header's length field claims, at least the header: how much of a malformed
 // message goes, so the stream stays where its sender thinks it is.
 std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
@@ -111,7 +115,7 @@ std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
 bool firstMessageQueued(int fd, bool& raised, ClcHead* seen) noexcept
 {
     // One look usually sees a whole message (the handshake's are a few hundred bytes).
-    std::array<std::byte, 512> look{};
+    std::array<std::byte, kLook> look{};
     const ssize_t n = ::recv(fd, look.data(), look.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return false; // nothing yet: readable once anything comes
@@ -136,10 +140,19 @@ bool firstMessageQueued(int fd, bool& raised, ClcHead* seen) noexcept
         setLowWater(fd, 1);
     raised = false;
     if (seen != nullptr) {
-        seen->size = n > 0 ? std::min(static_cast<std::size_t>(n), seen->bytes.size()) : 0;
+        seen->queued = n > 0 ? static_cast<std::size_t>(n) : 0;
+        seen->size = std::min(seen->queued, seen->bytes.size());
         std::copy_n(look.begin(), seen->size, seen->bytes.begin());
     }
     return true;
+}
+
+bool onlyOneMessage(const ClcHead& seen) noexcept
+{
+    if (seen.size < clc::kHeaderSize)
+        return false;
+    Result<std::size_t> size = clc::messageSize(seen.bytes);
+    return size && *size == seen.queued && seen.queued < kLook;
 }
 
 void lowerLowWater(int fd) noexcept

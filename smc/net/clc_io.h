@@ -10,20 +10,22 @@
 namespace smc::net
 {
 
-// True once the stream's first bytes can be a CLC message (the eyecatcher and a known type),
-// false as soon as they cannot: then nothing was consumed, and the bytes are the
-// application's (a peer without SMC). Errors: timed_out (fewer than the bytes that decide
-// came), connection_reset (the peer closed first), recv's errno. Blocks up to the deadline.
-// `seen`: the stream's head as firstMessageQueued saw it just before (nothing read since).
-struct ClcHead;
-Result<bool> startsWithClc(int fd, Deadline deadline, const ClcHead* seen = nullptr);
-
 // The stream's first bytes (up to a CLC header) as firstMessageQueued saw them, so that the
 // reads that follow it at once need no look of their own. Stale once anything reads the socket.
 struct ClcHead {
     std::array<std::byte, clc::kHeaderSize> bytes{};
     std::size_t size = 0;
+    std::size_t queued = 0; // all the look saw queued (it sees up to 512 bytes)
 };
+// Whether the look saw one whole CLC message and nothing queued behind it.
+bool onlyOneMessage(const ClcHead& seen) noexcept;
+
+// True once the stream's first bytes can be a CLC message (the eyecatcher and a known type),
+// false as soon as they cannot: then nothing was consumed, and the bytes are the
+// application's (a peer without SMC). Errors: timed_out (fewer than the bytes that decide
+// came), connection_reset (the peer closed first), recv's errno. Blocks up to the deadline.
+// `seen`: the stream's head as firstMessageQueued saw it just before (nothing read since).
+Result<bool> startsWithClc(int fd, Deadline deadline, const ClcHead* seen = nullptr);
 
 // Whether the stream's first CLC message is all queued on `fd`, or the stream shows that a
 // handshake would not wait for it (it is not CLC, its header is malformed, the peer ended it,

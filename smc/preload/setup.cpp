@@ -284,7 +284,7 @@ bool beginAccepted(int fd, bool nonBlock)
         return false; // TCP: the client then waits for CLC until its timeout, and falls back
     const SocketOptions& options = shim.settings().options;
     if (!nonBlock) {
-        endAccepted(fd, *stack, net::serverHandshake(*stack, fd, options), false);
+        endAccepted(fd, *stack, net::serverHandshake(*stack, fd, options));
         return false;
     }
     // SMC-R's steps may wait for its link group: not in the program's call.
@@ -306,7 +306,7 @@ bool beginAccepted(int fd, bool nonBlock)
         return false;
     }
     shim.addAnswered(fd, std::make_shared<Answered>(std::move(*pending), shim.generation()));
-    return true;
+    return net::onlyOneMessage(seen);
 }
 
 bool continueAnswered(int fd, const std::shared_ptr<Answered>& answered, bool later, bool nonBlock)

@@ -93,7 +93,8 @@ bool beginConnecting(int fd, std::shared_ptr<Setup> setup, StackCore& stack,
 // handshake runs on the stack's handshake threads when the number is non-blocking (the call
 // says EAGAIN meanwhile), in the call when it is blocking. A handshake that fails shuts the
 // TCP socket down: the program reads the end of the stream. `nonBlock`: the number's
-// O_NONBLOCK, as the caller read it. True when the number is left Answered.
+// O_NONBLOCK, as the caller read it. True when the number is left Answered and nothing was
+// queued behind the PROPOSAL: then the CONFIRM's arrival is the socket's next event.
 bool beginAccepted(int fd, bool nonBlock);
 
 // A call uses `fd`, whose handshake `answered` is: with the CONFIRM queued, the handshake ends

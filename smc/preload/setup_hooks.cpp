@@ -37,8 +37,11 @@ bool tcpStream(int fd) noexcept
 {
     if (fd < 0 || fd >= Shim::kMaxFd)
         return false;
-    int protocol = 0; // TCP's sockets are all stream sockets
-    socklen_t len = sizeof protocol;
+    int type = 0, protocol = 0; // both: a raw socket's protocol may say TCP too
+    socklen_t len = sizeof type;
+    if (real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+        return false;
+    len = sizeof protocol;
     return real().getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 &&
            protocol == IPPROTO_TCP;
 }

@@ -184,7 +184,8 @@ Route Shim::route(int fd, Wait wait, Use use)
                 s.accepted.erase(fd);
                 remark(fd, s);
                 lock.unlock();
-                // Our ACCEPT went just now: the CONFIRM it asks for is the next edge, no look.
+                // Our ACCEPT went just now, and nothing came after the PROPOSAL: the CONFIRM it
+                // asks for is the socket's next edge, no look.
                 if (beginAccepted(fd, nonBlocked()) && later())
                     return {nullptr, nullptr, EAGAIN};
                 continue;

@@ -187,9 +187,6 @@ TEST(ClcStranger, ALimitedConnectionSleepsThroughAPartialProposal)
     EXPECT_EQ(*n, 0u);
 }
 
-// A stranger that proposes the server's own GID (any ACCEPT shows it) has the server grant its
-// RMBs to itself; CONFIRMs naming each other's RMB would then wire two of the server's
-// connections to each other. The server refuses them.
 // A TCP pair on loopback: what one end sends, the other (non-blocking) reads.
 std::array<UniqueFd, 2> loopbackPair()
 {
@@ -210,11 +207,19 @@ TEST(ClcStranger, TheHeadFirstMessageQueuedSawReadsTheMessageAndNoMore)
     auto ends = loopbackPair();
     const clc::Decline sent = clc::makeDecline(clc::DeclineCode::PeerNoSmc, clc::kVersion2, {});
     ASSERT_TRUE(net::writeClc(ends[0].get(), sent, net::deadlineAfter(5s)));
-    sendRaw(ends[0].get(), std::as_bytes(std::span("after", 5)));
     bool raised = false;
     net::ClcHead seen;
     ASSERT_TRUE(
         eventually([&] { return net::firstMessageQueued(ends[1].get(), raised, &seen); }, 5s));
+    EXPECT_TRUE(net::onlyOneMessage(seen));
+    sendRaw(ends[0].get(), std::as_bytes(std::span("after", 5)));
+    ASSERT_TRUE(eventually(
+        [&] {
+            return net::firstMessageQueued(ends[1].get(), raised, &seen) &&
+                   seen.queued == clc::kDeclineSizeV2 + 5;
+        },
+        5s));
+    EXPECT_FALSE(net::onlyOneMessage(seen)) << "bytes behind the message";
     EXPECT_FALSE(raised);
     ASSERT_EQ(seen.size, clc::kHeaderSize);
     ASSERT_EQ(net::startsWithClc(ends[1].get(), net::deadlineAfter(5s), &seen).value(), true);
@@ -243,6 +248,9 @@ TEST(ClcStranger, ASeenHeadOfAnotherProtocolConsumesNothing)
     EXPECT_EQ(std::string_view(got.data(), 14), "GET / HTTP/1.1");
 }
 
+// A stranger that proposes the server's own GID (any ACCEPT shows it) has the server grant its
+// RMBs to itself; CONFIRMs naming each other's RMB would then wire two of the server's
+// connections to each other. The server refuses them.
 TEST(ClcStranger, ConfirmsCannotWireTheServerToItself)
 {
     auto stack = makeStack();
