@@ -98,10 +98,6 @@ Result<void> readExactly(int fd, std::span<std::byte> into, Deadline deadline)
     return {};
 }
 
-// How much of a stream firstMessageQueued looks at: the handshake's messages are a few hundred
-// bytes.
-constexpr std::size_t kLook = 512;
-
 // What a whole header's length field claims, at least the header: how much of a malformed
 // message goes, so the stream stays where its sender thinks it is.
 std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
@@ -114,8 +110,7 @@ std::size_t claimedSize(std::span<const std::byte, clc::kHeaderSize> head)
 
 bool firstMessageQueued(int fd, bool& raised, ClcHead* seen) noexcept
 {
-    // One look usually sees a whole message (the handshake's are a few hundred bytes).
-    std::array<std::byte, kLook> look{};
+    std::array<std::byte, kClcLook> look{};
     const ssize_t n = ::recv(fd, look.data(), look.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return false; // nothing yet: readable once anything comes
@@ -141,18 +136,17 @@ bool firstMessageQueued(int fd, bool& raised, ClcHead* seen) noexcept
     raised = false;
     if (seen != nullptr) {
         seen->queued = n > 0 ? static_cast<std::size_t>(n) : 0;
-        seen->size = std::min(seen->queued, seen->bytes.size());
-        std::copy_n(look.begin(), seen->size, seen->bytes.begin());
+        std::copy_n(look.begin(), seen->size(), seen->bytes.begin());
     }
     return true;
 }
 
 bool onlyOneMessage(const ClcHead& seen) noexcept
 {
-    if (seen.size < clc::kHeaderSize)
+    if (seen.size() < clc::kHeaderSize)
         return false;
     Result<std::size_t> size = clc::messageSize(seen.bytes);
-    return size && *size == seen.queued && seen.queued < kLook;
+    return size && *size == seen.queued && seen.queued < kClcLook;
 }
 
 void lowerLowWater(int fd) noexcept
@@ -168,8 +162,8 @@ Result<bool> startsWithClc(int fd, Deadline deadline, const ClcHead* seen)
     // Usually all of it is queued already: one look decides. Else byte by byte, so that a
     // short message of another protocol is told at once.
     ssize_t queued = 0;
-    if (seen != nullptr && seen->size > 0) {
-        queued = static_cast<ssize_t>(std::min(seen->size, head.size()));
+    if (seen != nullptr && seen->size() > 0) {
+        queued = static_cast<ssize_t>(std::min(seen->size(), head.size()));
         std::copy_n(seen->bytes.begin(), queued, head.begin());
     } else {
         queued = ::recv(fd, head.data(), head.size(), MSG_PEEK | MSG_DONTWAIT);
@@ -233,7 +227,7 @@ Result<bool> skipClc(int fd, std::size_t& left)
 Result<clc::Message> readClc(int fd, Deadline deadline, const ClcHead* seen)
 {
     std::array<std::byte, clc::kHeaderSize> head{};
-    if (seen != nullptr && seen->size == head.size()) {
+    if (seen != nullptr && seen->size() == head.size()) {
         head = seen->bytes;
     } else if (Result<std::size_t> peeked = peek(fd, head, deadline); !peeked) {
         return peeked.error();

@@ -2,6 +2,7 @@
 // CLC messages over the TCP socket: one message read or written whole, within a deadline.
 #pragma once
 
+#include <algorithm>
 #include <array>
 
 #include "smc/clc/clc_messages.h"
@@ -10,12 +11,16 @@
 namespace smc::net
 {
 
+// How much of a stream firstMessageQueued looks at: the handshake's messages are a few hundred
+// bytes, so one look usually sees a whole one.
+inline constexpr std::size_t kClcLook = 512;
+
 // The stream's first bytes (up to a CLC header) as firstMessageQueued saw them, so that the
 // reads that follow it at once need no look of their own. Stale once anything reads the socket.
 struct ClcHead {
     std::array<std::byte, clc::kHeaderSize> bytes{};
-    std::size_t size = 0;
-    std::size_t queued = 0; // all the look saw queued (it sees up to 512 bytes)
+    std::size_t queued = 0; // all the look saw queued, up to kClcLook
+    std::size_t size() const noexcept { return std::min(queued, bytes.size()); } // of `bytes`
 };
 // Whether the look saw one whole CLC message and nothing queued behind it.
 bool onlyOneMessage(const ClcHead& seen) noexcept;

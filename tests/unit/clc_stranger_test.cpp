@@ -221,7 +221,7 @@ TEST(ClcStranger, TheHeadFirstMessageQueuedSawReadsTheMessageAndNoMore)
         5s));
     EXPECT_FALSE(net::onlyOneMessage(seen)) << "bytes behind the message";
     EXPECT_FALSE(raised);
-    ASSERT_EQ(seen.size, clc::kHeaderSize);
+    ASSERT_EQ(seen.size(), clc::kHeaderSize);
     ASSERT_EQ(net::startsWithClc(ends[1].get(), net::deadlineAfter(5s), &seen).value(), true);
     Result<clc::Message> m = net::readClc(ends[1].get(), net::deadlineAfter(5s), &seen);
     ASSERT_TRUE(m) << m.error().message();
@@ -241,7 +241,7 @@ TEST(ClcStranger, ASeenHeadOfAnotherProtocolConsumesNothing)
     net::ClcHead seen;
     ASSERT_TRUE(
         eventually([&] { return net::firstMessageQueued(ends[1].get(), raised, &seen); }, 5s));
-    ASSERT_GT(seen.size, 0u);
+    ASSERT_GT(seen.size(), 0u);
     EXPECT_EQ(net::startsWithClc(ends[1].get(), net::deadlineAfter(5s), &seen).value(), false);
     std::array<char, 32> got{};
     EXPECT_EQ(::recv(ends[1].get(), got.data(), got.size(), 0), 14);
