@@ -142,7 +142,9 @@ Result<std::size_t> CdcConnection::copyOut(std::span<const std::byte> data, Dead
                     return std::size_t{0};
                 space = cdc_.stream.sendSpace();
                 at = cdc_.stream.producer();
-                if (space > 0 || !blockedSent_)
+                if (sendStalled())
+                    space = 0; // nothing goes until the transport can write again
+                else if (space > 0 || !blockedSent_)
                     break;
                 if (Result<void> w = waitPast(lock, *mark, deadline, nonBlocking, false); !w)
                     return w.error();
@@ -195,7 +197,7 @@ Result<void> CdcConnection::shutdownWrite()
         if (cdc_.aborted)
             return {};
         absorb();
-        // Sends are in the peer's ring before they return: nothing to drain.
+        // Sent bytes reach the peer's ring before the CDC that announces them: nothing to drain.
         if (!act(cdc_.close.shutdownWrite()))
             return {};
     }

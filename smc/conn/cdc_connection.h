@@ -76,7 +76,8 @@ protected:
     // built; deliver() then sends what was staged with mutex_ released.
     virtual void stage(const cdc::CdcMessage& m) SMC_REQUIRES(txMutex_, mutex_) = 0;
     virtual void deliver() SMC_REQUIRES(txMutex_) = 0;
-    // Bytes into the peer's ring from offset `at` (wrapping), at most putLimit() at once.
+    // Bytes for the peer's ring from offset `at` (wrapping), at most putLimit() at once: into
+    // it at once (SMC-D), or gathered until deliver() writes them before their CDC (SMC-R).
     // Errors: the send's (the transport aborts the connection where it cannot go on).
     virtual Result<void> put(std::size_t at, std::span<const std::byte> bytes, Deadline deadline,
                              bool nonBlocking) = 0;

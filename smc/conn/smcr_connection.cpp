@@ -75,11 +75,17 @@ void SmcrConnection::stage(const cdc::CdcMessage& m)
     }
     assert(staged_ < outbox_.size()); // every stage is delivered in the same txMutex_ hold
     outbox_[staged_++] = cdc::encodeSmcr(m);
+    stagedUpTo_ = produced;
 }
 
+// The bytes first: RC delivers the CDC after the WRITEs posted before it, and a CDC whose
+// bytes could not be written is not sent (after a lost link, resendAfterMove writes them and sends
+// the current cursors on the new one).
 void SmcrConnection::deliver()
 {
     const std::size_t n = std::exchange(staged_, 0);
+    if (n == 0 || !writeOut(stagedUpTo_))
+        return;
     for (std::size_t i = 0; i < n; ++i)
         transmit(outbox_[i]);
 }
@@ -205,25 +211,54 @@ void SmcrConnection::onCdc(std::span<const std::byte> bytes)
         });
 }
 
+// The group moves us while it takes the old link down, and a write we have in flight on
+// that link ends only then: the resend, which waits for it (txMutex_), runs on a blocking task.
 void SmcrConnection::onMoved()
 {
-    MutexLocker tx(txMutex_);
+    bool post = false;
     {
         MutexLocker lock(mutex_);
         ++moves_;
         ++stats_.moves;
-        wake(); // a send waiting for the new link retries its write there
+        wake(); // a send waiting for the new link writes there
+        post = !cdc_.closed && !cdc_.aborted && !std::exchange(resendPosted_, true);
+    }
+    if (post)
+        group_->executor().postBlocking([h = hook_] {
+            MutexLocker lock(h->mutex);
+            if (h->self != nullptr)
+                h->self->resendAfterMove();
+        });
+}
+
+void SmcrConnection::resendAfterMove()
+{
+    MutexLocker tx(txMutex_);
+    std::uint64_t produced = 0;
+    {
+        MutexLocker lock(mutex_);
+        resendPosted_ = false;
         if (cdc_.closed || cdc_.aborted)
             return;
-        // Nothing to rewind: LinkGroup::write returns once the bytes landed, and the
-        // producer cursor moves only then; a write the old link failed is redone by send()
-        // (it still holds the bytes). What may be lost is CDCs: the validation says which
-        // one the peer must have seen, the full CDC after it carries the current cursors.
-        // The peer judges the validation within half the sequence space behind its newest.
-        // Once ours is more than that ahead of what its cursors prove (tiny sends it has
-        // not read, CDCs that repeat one another), the oldest it can still accept: that is
-        // wrong only if more than 32767 of our CDCs had not reached it, far more than a
-        // link holds in flight.
+        produced = cdc_.bytesSent; // stable: sends produce under txMutex_
+    }
+    // What the old link may not have written (a WRITE it failed, bytes no CDC announced
+    // yet) goes again on the new one, from our sndbuf, at the same places; the peer learns
+    // of it only from a CDC. Lost again: the next move does it.
+    if (!writeOut(produced))
+        return;
+    {
+        MutexLocker lock(mutex_);
+        if (cdc_.closed || cdc_.aborted)
+            return;
+        // What may be lost is CDCs: the validation says which one the peer must have seen,
+        // the full CDC after it carries the current cursors. (A send's CDC may have gone on
+        // the new link before these: the peer then processed a newer one than the
+        // validation names, which it accepts.) The peer judges the validation within half
+        // the sequence space behind its newest. Once ours is more than that ahead of what
+        // its cursors prove (tiny sends it has not read, CDCs that repeat one another), the
+        // oldest it can still accept: that is wrong only if more than 32767 of our CDCs had
+        // not reached it, far more than a link holds in flight.
         constexpr std::uint64_t kHalf = 32767;
         cdc::CdcMessage v;
         v.seq =
@@ -320,7 +355,7 @@ void SmcrConnection::release() noexcept
 
 bool SmcrConnection::sendStalled() const
 {
-    // A write the lost link failed waits for failover (onMoved wakes the poller then).
+    // A write the lost link failed: sends wait for failover (onMoved wakes the poller then).
     return lostLinkAt_ && *lostLinkAt_ == moves_;
 }
 

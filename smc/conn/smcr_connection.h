@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -29,12 +30,14 @@ struct SmcrStats {
 
 // Each side RDMA-writes into the other's RMB ring (from offset 0: SMC-R has no head), then
 // sends a CDC (44 bytes on the link, LinkGroup::sendCdc) with its new producer cursor; the
-// receiver learns of new bytes only from CDCs.
+// receiver learns of new bytes only from CDCs. Sent bytes wait in our sndbuf until a CDC
+// announces them: corked sends leave in one RDMA WRITE.
 //
 // Failover (§2.7): when the group moves the connection to another link, we send the
 // validation CDC (sequence number: the first CDC that announced what the peer's cursors
 // prove it processed, a lower bound of its newest; at most 32767 behind ours) and a full CDC with
-// the current cursors on the new link; a write the old link did not finish is done again by send().
+// the current cursors on the new link, after the bytes the old link may not have written (they
+// are still in our sndbuf).
 // The peer's validation is checked against the newest CDC we processed: it claims one we never saw
 // -> out of sync -> abort.
 //
@@ -56,13 +59,15 @@ public:
     // close(), then gives everything back.
     ~SmcrConnection() override;
 
-    // DataPath, with these SMC-R specifics. send() blocks for its RDMA WRITEs and across a
-    // failover; besides its own errors, the group's write errors other than a lost link
-    // (then the connection is aborted). recvView() copies every byte (the group may take
-    // our RMB back when it ends). close() waits for a running flush of an owed CDC (up to one
-    // send-slot wait) and for the peer's DELETE_RKEY answer (up to the LLC timeouts).
-    // peerGone(): in a live group the peer's closing CDC may still be on its way over the
-    // link; it gets a grace period (while CDCs keep coming) on the group's executor, then
+    // DataPath, with these SMC-R specifics. send() copies into our sndbuf; the RDMA WRITEs go
+    // with the CDC that announces the bytes, so a send that announces blocks until they
+    // completed, and one that finds the sndbuf full of bytes not written yet writes them
+    // first (then, across a failover, until the new link took them). Besides its own
+    // errors, the group's write errors other than a lost link abort the connection. recvView()
+    // copies every byte (the group may take our RMB back when it ends). close() waits for a running
+    // flush of an owed CDC (up to one send-slot wait) and for the peer's DELETE_RKEY answer (up to
+    // the LLC timeouts). peerGone(): in a live group the peer's closing CDC may still be on its way
+    // over the link; it gets a grace period (while CDCs keep coming) on the group's executor, then
     // the abort. Never blocks. enableEvents(): an eventfd, -1 if it cannot be made.
     void peerGone() noexcept override;
     int enableEvents(int pulse) noexcept override;
@@ -98,11 +103,17 @@ private:
     // The group's events (its threads).
     void onCdc(std::span<const std::byte> bytes);
     void onMoved();
+    // After a move: what the old link may not have written, the validation, a full CDC.
+    void resendAfterMove();
     void onEnded();
     // The grace after peerGone() is over: abort unless the close came, wait on if CDCs do.
     void onPeerGoneGrace();
     void armPeerGoneGrace() SMC_REQUIRES(mutex_);
 
+    // RDMA-WRITEs our sndbuf's bytes up to `upTo` (bytes ever sent) that are not written yet.
+    // False if they could not all go: a lost link (lostLinkAt_ set: resendAfterMove writes them on
+    // the next one), or the connection aborted.
+    bool writeOut(std::uint64_t upTo) SMC_REQUIRES(txMutex_);
     // Sends the CDC onCdc found owed (a blocking task's; cdcOwed_).
     void flushOwed();
     // After a peer CDC: which of our CDCs the peer has surely processed (its cursors).
@@ -117,15 +128,23 @@ private:
     const ConnectionPtr conn_;
     const std::uint32_t peerToken_;
     const std::size_t peerRingSize_;
-    const std::size_t stageBytes_; // our sndbuf: what one write stages at most
+    const std::size_t stageBytes_; // our sndbuf: bytes sent, not yet written, at most
+
+    // Bytes ever copied into the sndbuf (put(); the one sender's, under CdcConnection's
+    // send lock) and ever RDMA-written (advanced under txMutex_; put() reads it to know the
+    // room it has).
+    std::uint64_t copied_ = 0;
+    std::atomic<std::uint64_t> written_{0};
+    std::uint64_t stagedUpTo_ SMC_GUARDED_BY(txMutex_) = 0; // the bytes sent when last staged
 
     ConditionVariable changed_;
     // Staged, not yet delivered: at most a failover's validation and the CDC after it.
     std::array<Wire, 2> outbox_ SMC_GUARDED_BY(txMutex_){};
     std::size_t staged_ SMC_GUARDED_BY(txMutex_) = 0;
     std::uint64_t moves_ SMC_GUARDED_BY(mutex_) = 0;
-    bool cdcOwed_ SMC_GUARDED_BY(mutex_) = false;     // a CDC onCdc found due, not built yet
-    bool flushPosted_ SMC_GUARDED_BY(mutex_) = false; // flushOwed is queued
+    bool cdcOwed_ SMC_GUARDED_BY(mutex_) = false;      // a CDC onCdc found due, not built yet
+    bool flushPosted_ SMC_GUARDED_BY(mutex_) = false;  // flushOwed is queued
+    bool resendPosted_ SMC_GUARDED_BY(mutex_) = false; // resendAfterMove is queued
     // moves_ when a write failed on a lost link: not writable until failover moves us.
     std::optional<std::uint64_t> lostLinkAt_ SMC_GUARDED_BY(mutex_);
     std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
@@ -145,7 +164,7 @@ private:
     EventFd events_ SMC_GUARDED_BY(mutex_);
     SmcrStats stats_ SMC_GUARDED_BY(mutex_);
     bool released_ = false; // the connection went back to the group (close(), or create failed)
-    // The grace timer and the flush task reach us through this; close() unhooks them
+    // The grace timer and the flush and resend tasks reach us through this; close() unhooks them
     // (waiting for a running one).
     struct Hook {
         Mutex mutex;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The SMC-R bytes: RDMA WRITEs into the peer's ring (again after a failover), reads of ours.
+// The SMC-R bytes: gathered in our sndbuf, RDMA-written before the CDC that announces them.
 #include "smc/conn/smcr_connection.h"
 
 #include <algorithm>
@@ -8,43 +8,77 @@
 namespace smc::net
 {
 
-// At most two RDMA WRITEs, split at the end of the peer's ring, each staged in our sndbuf
-// (putLimit(): it may be smaller than the peer's ring).
-Result<void> SmcrConnection::put(std::size_t at, std::span<const std::byte> bytes,
+// A send only copies into our sndbuf, at the bytes' place in the stream (a ring of its own
+// size); deliver() writes everything a CDC announces before it goes, so bytes held back by
+// corking leave in one RDMA WRITE (two or three at a wrap) with the CDC that pushes them.
+// Only a sndbuf full of bytes not written yet makes a send write them first.
+Result<void> SmcrConnection::put(std::size_t /*at*/, std::span<const std::byte> bytes,
                                  Deadline deadline, bool nonBlocking)
 {
-    const std::size_t first = std::min<std::size_t>(bytes.size(), peerRingSize_ - at);
-    for (;;) {
+    // n <= putLimit(): once what waits is written, the bytes fit.
+    if (copied_ + bytes.size() - written_.load(std::memory_order_acquire) > stageBytes_) {
+        for (;;) {
+            {
+                MutexLocker tx(txMutex_);
+                if (writeOut(copied_))
+                    break;
+            }
+            MutexLocker lock(mutex_);
+            if (std::error_code refused = cdc_.sendRefusal())
+                return refused;
+            if (!sendStalled())
+                continue; // moved meanwhile: again, on the new link
+            if (nonBlocking)
+                return std::make_error_code(std::errc::resource_unavailable_try_again);
+            wait(lock, wakes_, deadline, false); // onMoved wakes us
+            if (Clock::now() >= deadline)
+                return std::make_error_code(std::errc::timed_out);
+        }
+    }
+    const std::size_t at = copied_ % stageBytes_;
+    const std::size_t first = std::min(bytes.size(), stageBytes_ - at);
+    Result<void> r = group_->fillSndbuf(*conn_, at, bytes.first(first));
+    if (r && bytes.size() > first)
+        r = group_->fillSndbuf(*conn_, 0, bytes.subspan(first));
+    if (!r) { // the group ended the connection
+        MutexLocker lock(mutex_);
+        if (!cdc_.closed)
+            (void)abort(false);
+        return std::make_error_code(std::errc::connection_reset);
+    }
+    copied_ += bytes.size();
+    return {};
+}
+
+bool SmcrConnection::writeOut(std::uint64_t upTo)
+{
+    std::uint64_t done = written_.load(std::memory_order_relaxed); // only we advance it
+    while (done < upTo) {
+        const std::size_t from = done % stageBytes_;
+        const std::size_t to = done % peerRingSize_;
+        const std::size_t n = static_cast<std::size_t>(
+            std::min<std::uint64_t>({upTo - done, stageBytes_ - from, peerRingSize_ - to}));
         std::uint64_t moves = 0;
         {
             MutexLocker lock(mutex_);
-            // Again after a failover: the peer may have closed or aborted meanwhile.
-            if (std::error_code refused = cdc_.sendRefusal())
-                return refused;
-            moves = moves_;
+            moves = moves_; // before the write: a move after it is not a stall
         }
-        Result<void> w = group_->write(*conn_, 0, at, bytes.first(first));
-        if (w && bytes.size() > first)
-            w = group_->write(*conn_, first, 0, bytes.subspan(first));
-        if (w)
-            return {};
-        MutexLocker lock(mutex_);
-        if (w.error() != std::errc::not_connected || conn_->state() != Connection::State::Open) {
+        Result<void> w = group_->writeSndbuf(*conn_, from, to, n);
+        if (!w) {
+            MutexLocker lock(mutex_);
+            if (w.error() == std::errc::not_connected &&
+                conn_->state() == Connection::State::Open) {
+                lostLinkAt_ = moves;
+                return false;
+            }
             if (!cdc_.closed)
                 (void)abort(false); // ended, or a write the group refuses: no way on
-            return std::make_error_code(std::errc::connection_reset);
+            return false;
         }
-        // The link went: wait for failover to move us (or the group to end), then write the
-        // same bytes again at the same place; the peer has not been told of them.
-        lostLinkAt_ = moves;
-        if (nonBlocking && moves_ == moves)
-            return std::make_error_code(std::errc::resource_unavailable_try_again);
-        if (moves_ == moves)
-            wait(lock, wakes_, std::min(deadline, Clock::now() + std::chrono::milliseconds(20)),
-                 false);
-        if (Clock::now() >= deadline)
-            return std::make_error_code(std::errc::timed_out);
+        done += n;
+        written_.store(done, std::memory_order_release);
     }
+    return true;
 }
 
 Result<void> SmcrConnection::take(std::size_t at, std::span<std::byte> into)

@@ -242,27 +242,44 @@ std::vector<LinkInfo> LinkGroup::links() const
 Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
                               std::span<const std::byte> data)
 {
-    return write(conn, offset, offset, data);
+    if (Result<void> r = fillSndbuf(conn, offset, data); !r)
+        return r;
+    return writeSndbuf(conn, offset, offset, data.size());
 }
 
-Result<void> LinkGroup::write(const Connection& conn, std::size_t sndbufOffset,
-                              std::size_t peerOffset, std::span<const std::byte> data)
+Result<void> LinkGroup::fillSndbuf(const Connection& conn, std::size_t offset,
+                                   std::span<const std::byte> data)
+{
+    if (conn.group_ != this)
+        return ConnErrc::UnknownConnection;
+    ReadLocker lock(conn.use_); // the sndbuf stays ours until we are done
+    if (conn.state_ != Connection::State::Open)
+        return stateError(conn.state_);
+    if (offset > conn.sndbuf.size() || data.size() > conn.sndbuf.size() - offset)
+        return ConnErrc::SndbufRange;
+    if (!data.empty())
+        std::memcpy(conn.sndbuf.data() + offset, data.data(), data.size());
+    return {};
+}
+
+Result<void> LinkGroup::writeSndbuf(const Connection& conn, std::size_t sndbufOffset,
+                                    std::size_t peerOffset, std::size_t length)
 {
     if (conn.group_ != this)
         return ConnErrc::UnknownConnection;
     ReadLocker lock(conn.use_); // the buffers stay ours until we are done
     if (conn.state_ != Connection::State::Open)
         return stateError(conn.state_);
-    if (sndbufOffset > conn.sndbuf.size() || data.size() > conn.sndbuf.size() - sndbufOffset)
+    if (sndbufOffset > conn.sndbuf.size() || length > conn.sndbuf.size() - sndbufOffset)
         return ConnErrc::SndbufRange;
     if (!conn.peer_)
         return ConnErrc::PeerRmbUnknown;
     // Checked here, not left to the peer's NIC: over RC a remote access
     // error breaks the link, and failover would carry the same write to the
     // next one.
-    if (peerOffset > conn.peer_->bytes || data.size() > conn.peer_->bytes - peerOffset)
+    if (peerOffset > conn.peer_->bytes || length > conn.peer_->bytes - peerOffset)
         return ConnErrc::PeerRmbRange;
-    if (data.empty())
+    if (length == 0)
         return {};
     const unsigned slot = conn.link();
     std::shared_ptr<LinkChannel> channel = llc_->activeChannel(slot);
@@ -273,10 +290,8 @@ Result<void> LinkGroup::write(const Connection& conn, std::size_t sndbufOffset,
         return llc_->rtokens().holds(conn.peer_->row)
                    ? Result<void>(std::make_error_code(std::errc::not_connected))
                    : Result<void>(ConnErrc::PeerRmbGone);
-    std::byte* src = conn.sndbuf.data() + sndbufOffset;
-    std::memcpy(src, data.data(), data.size());
-    return channel->write(src, data.size(), conn.sndbuf->registration(slot).lkey,
-                          rt->vaddr + peerOffset, rt->rkey);
+    return channel->write(conn.sndbuf.data() + sndbufOffset, length,
+                          conn.sndbuf->registration(slot).lkey, rt->vaddr + peerOffset, rt->rkey);
 }
 
 Result<void> LinkGroup::readRmb(const Connection& conn, std::size_t offset,

@@ -222,11 +222,15 @@ public:
     // or the link went), the channel's. Blocks until the write completed
     // (RDMA) or landed (in process).
     Result<void> write(const Connection& conn, std::size_t offset, std::span<const std::byte> data);
-    // Like write(), but the bytes are staged at `sndbufOffset` of our sndbuf
-    // and land at `peerOffset` of the peer's RMB (a sndbuf smaller than the
-    // peer's ring, used as a staging area). Errors and blocking as write().
-    Result<void> write(const Connection& conn, std::size_t sndbufOffset, std::size_t peerOffset,
-                       std::span<const std::byte> data);
+    // write() in two steps, for a sender that gathers bytes before it writes them:
+    // fillSndbuf copies `data` into the connection's sndbuf at `offset` (errors:
+    // UnknownConnection, Closed, not_connected (ended), SndbufRange; does not block), and
+    // writeSndbuf RDMA-WRITEs `length` bytes of the sndbuf from `sndbufOffset` to
+    // `peerOffset` of the peer's RMB (errors and blocking as write()).
+    Result<void> fillSndbuf(const Connection& conn, std::size_t offset,
+                            std::span<const std::byte> data);
+    Result<void> writeSndbuf(const Connection& conn, std::size_t sndbufOffset,
+                             std::size_t peerOffset, std::size_t length);
     // Copies into.size() bytes from `offset` of the connection's own RMB
     // (what the peer wrote there), while the RMB is surely still ours: the
     // group's end waits for the copy. Errors: UnknownConnection, Closed,

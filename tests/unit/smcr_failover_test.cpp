@@ -32,8 +32,10 @@ protected:
     }
 };
 
-// A write the lost link failed: not writable until failover moves the connection, so an
-// epoll loop waits for the event instead of spinning on EAGAIN.
+// A send on a lost link is kept in our sndbuf (the CDC that would announce it is not sent
+// while its bytes cannot be written); the connection is then not writable until failover
+// moves it, so an epoll loop waits for the event instead of spinning on EAGAIN; after the
+// move the kept bytes arrive, in order, before the next send's.
 TEST_F(SmcrFailover, NotWritableWhileALostLinkWaitsForFailover)
 {
     ASSERT_TRUE(opened());
@@ -45,13 +47,33 @@ TEST_F(SmcrFailover, NotWritableWhileALostLinkWaitsForFailover)
     }
     ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
     std::array<std::byte, 1000> b{};
+    for (std::size_t i = 0; i < b.size(); ++i)
+        b[i] = at(i, 3);
     Result<std::size_t> r = c.client->send(b, soon(), true, /*hold=*/false);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, b.size()) << "kept in the sndbuf, as a TCP socket keeps what it sends";
+    EXPECT_FALSE(c.client->writable()) << "space in the ring, but no link to write on";
+    r = c.client->send(b, soon(), true, /*hold=*/false);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::resource_unavailable_try_again);
-    EXPECT_FALSE(c.client->writable()) << "space in the ring, but no link to write on";
     hold.reset();
     ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover moved it";
-    EXPECT_TRUE(c.client->send(b, soon(), true, /*hold=*/false));
+    std::array<std::byte, 1000> more{};
+    for (std::size_t i = 0; i < more.size(); ++i)
+        more[i] = at(b.size() + i, 3);
+    r = c.client->send(more, soon(), true, /*hold=*/false);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(*r, more.size());
+    std::array<std::byte, 2000> got{};
+    for (std::size_t n = 0; n < got.size();) {
+        Result<std::size_t> g =
+            c.server->recv(std::span(got).subspan(n), soon(), /*nonBlocking=*/false);
+        ASSERT_TRUE(g) << g.error().message();
+        ASSERT_GT(*g, 0u);
+        n += *g;
+    }
+    for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], at(i, 3)) << "byte " << i;
 }
 
 TEST_F(SmcrFailover, ALinkBrokenMidStreamLosesNoByte)
