@@ -26,14 +26,20 @@ struct Options {
     std::string device;
     unsigned iterations = 200;
     std::vector<unsigned> conns{0, 16, 64};
+    std::vector<unsigned> llc{1, 2}; // the groups' LLC versions
 };
 
-Result<std::unique_ptr<test::GroupPair>> makePair(const Options& o)
+// The target, in process: an ADD_LINK with this many connections, median.
+constexpr unsigned kTargetConns = 64;
+constexpr double kTargetUs = 1000;
+
+Result<std::unique_ptr<test::GroupPair>> makePair(const Options& o, unsigned llcVersion)
 {
     auto p = std::make_unique<test::GroupPair>(
         o.transport == "rdma" ? test::Transport::Rdma : test::Transport::Inproc, o.device);
     LinkGroupConfig config;
     config.maxLinks = 2;
+    config.llcVersion = static_cast<std::uint8_t>(llcVersion);
     config.timeouts.testLink = 0ms;
     if (Result<void> r = p->create(config); !r)
         return r.error();
@@ -51,79 +57,100 @@ struct Samples {
     double at(double q) const { return bench::percentile(us, q); }
 };
 
-void row(const char* flow, unsigned conns, Samples s)
+void row(const char* flow, unsigned llc, unsigned conns, const Samples& s)
 {
-    std::printf("%-13s %6u %6zu | %10.1f %10.1f %10.1f %10.1f\n", flow, conns, s.us.size(),
+    std::printf("%-13s %3u %6u %6zu | %10.1f %10.1f %10.1f %10.1f\n", flow, llc, conns, s.us.size(),
                 s.at(0.5), s.at(0.9), s.at(0.99), s.at(1.0));
+}
+
+// One group pair of LLC version `llc` with `conns` connections: its rows; the add-link median.
+Result<double> measure(const Options& o, unsigned llc, unsigned conns)
+{
+    Result<std::unique_ptr<test::GroupPair>> made = makePair(o, llc);
+    if (!made)
+        return made.error();
+    LinkGroup& server = *(*made)->server.group;
+    LinkGroup& client = *(*made)->client.group;
+    if (!waitForLinks(server, client, 2, 30s))
+        return std::make_error_code(std::errc::timed_out); // the second link did not come up
+    std::vector<ConnectionPair> open;
+    for (unsigned i = 0; i < conns; ++i) {
+        Result<ConnectionPair> c = connectLocalPair(server, client, 65536, 65536);
+        if (!c)
+            return c.error();
+        open.push_back(*c);
+    }
+    Samples add, del, confirm, remove;
+    for (unsigned i = 0; i < o.iterations; ++i) {
+        const unsigned second = server.links().back().slot;
+        auto t0 = Clock::now();
+        Result<void> r = server.deleteLink(second);
+        del.add(t0);
+        if (!r || !waitForLinks(server, client, 1, 30s))
+            return r ? std::make_error_code(std::errc::timed_out) : r.error();
+        t0 = Clock::now();
+        r = server.addLink();
+        add.add(t0);
+        if (!r || !waitForLinks(server, client, 2, 30s))
+            return r ? std::make_error_code(std::errc::timed_out) : r.error();
+        // One more connection: the server's CONFIRM_RKEY (our RMB on the
+        // other link) and, when it closes, DELETE_RKEY.
+        Result<LinkGroup::Handshake> hs = server.beginHandshake(65536, 65536);
+        Result<LinkGroup::Handshake> hc =
+            hs ? client.beginHandshake(65536, 65536, server.linkId(hs->connection()->link()))
+               : Result<LinkGroup::Handshake>(hs.error());
+        if (!hc)
+            return hc.error();
+        ConnectionPtr sc = hs->connection();
+        ConnectionPtr cc = hc->connection();
+        const RtokenTable::Rtoken serverRmb = hs->rtoken();
+        t0 = Clock::now();
+        r = hs->complete(hc->rtoken(), cc->rmb.size());
+        confirm.add(t0);
+        Result<void> done = r ? hc->complete(serverRmb, sc->rmb.size()) : r;
+        t0 = Clock::now();
+        Result<void> closed = done ? server.closeConnection(*sc) : done;
+        remove.add(t0);
+        if (!closed)
+            return closed.error();
+        if (Result<void> c = client.closeConnection(*cc); !c)
+            return c.error();
+    }
+    row("add-link", llc, conns, add);
+    row("delete-link", llc, conns, del);
+    row("confirm-rkey", llc, conns, confirm);
+    row("delete-rkey", llc, conns, remove);
+    for (auto [s, c] : open) {
+        (void)client.closeConnection(*c);
+        (void)server.closeConnection(*s);
+    }
+    return add.at(0.5);
 }
 
 int run(const Options& o)
 {
     std::printf("LLC flow latency, server side (request sent to answer in), transport %s\n"
-                "add-link includes registering every buffer on the new link and ADD_LINK_CONT\n"
-                "for every connection's RMB; rkey flows run with two links up.\n\n",
+                "add-link includes registering every buffer on the new link and sending every\n"
+                "connection's rkey (LLC v1: ADD_LINK_CONT, two per message; v2: in the 8 KiB\n"
+                "ADD_LINK); rkey flows run with two links up.\n\n",
                 o.transport.c_str());
-    std::printf("%-13s %6s %6s | %10s %10s %10s %10s\n", "flow", "conns", "n", "median us",
-                "p90 us", "p99 us", "max us");
-    std::printf("----------------------------+--------------------------------------------\n");
-    for (unsigned conns : o.conns) {
-        Result<std::unique_ptr<test::GroupPair>> made = makePair(o);
-        if (!made)
-            return fail("%s", made.error().message().c_str());
-        LinkGroup& server = *(*made)->server.group;
-        LinkGroup& client = *(*made)->client.group;
-        if (!waitForLinks(server, client, 2, 30s))
-            return fail("the second link did not come up");
-        std::vector<ConnectionPair> open;
-        for (unsigned i = 0; i < conns; ++i) {
-            Result<ConnectionPair> c = connectLocalPair(server, client, 65536, 65536);
-            if (!c)
-                return fail("connection %u: %s", i, c.error().message().c_str());
-            open.push_back(*c);
+    std::printf("%-13s %3s %6s %6s | %10s %10s %10s %10s\n", "flow", "llc", "conns", "n",
+                "median us", "p90 us", "p99 us", "max us");
+    std::printf("--------------------------------+--------------------------------------------\n");
+    std::vector<std::pair<unsigned, double>> targets; // (llc, add-link median)
+    for (unsigned llc : o.llc)
+        for (unsigned conns : o.conns) {
+            Result<double> addLink = measure(o, llc, conns);
+            if (!addLink)
+                return fail("LLC v%u, %u connections: %s", llc, conns,
+                            addLink.error().message().c_str());
+            if (conns == kTargetConns && o.transport == "inproc") // the target is in process
+                targets.emplace_back(llc, *addLink);
         }
-        Samples add, del, confirm, remove;
-        for (unsigned i = 0; i < o.iterations; ++i) {
-            const unsigned second = server.links().back().slot;
-            auto t0 = Clock::now();
-            Result<void> r = server.deleteLink(second);
-            del.add(t0);
-            if (!r || !waitForLinks(server, client, 1, 30s))
-                return fail("delete-link failed");
-            t0 = Clock::now();
-            r = server.addLink();
-            add.add(t0);
-            if (!r || !waitForLinks(server, client, 2, 30s))
-                return fail("add-link: %s", r ? "did not settle" : r.error().message().c_str());
-            // One more connection: the server's CONFIRM_RKEY (our RMB on the
-            // other link) and, when it closes, DELETE_RKEY.
-            Result<LinkGroup::Handshake> hs = server.beginHandshake(65536, 65536);
-            Result<LinkGroup::Handshake> hc =
-                hs ? client.beginHandshake(65536, 65536, server.linkId(hs->connection()->link()))
-                   : Result<LinkGroup::Handshake>(hs.error());
-            if (!hc)
-                return fail("handshake: %s", hc.error().message().c_str());
-            ConnectionPtr sc = hs->connection();
-            ConnectionPtr cc = hc->connection();
-            const RtokenTable::Rtoken serverRmb = hs->rtoken();
-            t0 = Clock::now();
-            r = hs->complete(hc->rtoken(), cc->rmb.size());
-            confirm.add(t0);
-            Result<void> done = r ? hc->complete(serverRmb, sc->rmb.size()) : r;
-            t0 = Clock::now();
-            Result<void> closed = done ? server.closeConnection(*sc) : done;
-            remove.add(t0);
-            if (!closed || !client.closeConnection(*cc))
-                return fail("rkey flows failed");
-        }
-        row("add-link", conns, add);
-        row("delete-link", conns, del);
-        row("confirm-rkey", conns, confirm);
-        row("delete-rkey", conns, remove);
-        for (auto [s, c] : open) {
-            (void)client.closeConnection(*c);
-            (void)server.closeConnection(*s);
-        }
-    }
+    for (auto [llc, us] : targets)
+        std::printf(
+            "target add-link with %u connections, LLC v%u, median <= %.0f us: %s (%.0f us)\n",
+            kTargetConns, llc, kTargetUs, us <= kTargetUs ? "met" : "MISSED", us);
     return 0;
 }
 
@@ -132,11 +159,13 @@ int run(const Options& o)
 int main(int argc, char** argv)
 {
     Options o;
-    bench::Args("[--transport inproc|rdma] [--device NAME] [--iterations N] [--conns 0,16,64]\n")
+    bench::Args("[--transport inproc|rdma] [--device NAME] [--iterations N] [--conns 0,16,64]\n"
+                "[--llc 1,2]\n")
         .choice("--transport", o.transport, {"inproc", "rdma"})
         .text("--device", o.device)
         .whole("--iterations", o.iterations, 1, 1000000)
         .wholeList("--conns", o.conns, 0, 200) // at most 200 connections per group here
+        .wholeList("--llc", o.llc, 1, 2)
         .parse(argc, argv);
     return run(o);
 }
