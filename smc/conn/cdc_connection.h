@@ -126,7 +126,7 @@ private:
     // wait for a wake-up past `mark`.
     Result<void> waitPast(MutexLocker& lock, std::uint64_t mark, Deadline deadline,
                           bool nonBlocking, bool forBytes) SMC_REQUIRES(mutex_);
-    // send() up to the copy: how many bytes went into the peer's ring (not produced yet).
+    // send() up to the copy: how many bytes put() took (not produced yet).
     Result<std::size_t> copyOut(std::span<const std::byte> data, Deadline deadline,
                                 bool nonBlocking) SMC_REQUIRES(sendMutex_);
     // Waits for bytes to read: how many, and where (0 at the orderly end, or at once when
@@ -147,7 +147,7 @@ private:
     // it leaves the announcing to them (autocorking).
     std::atomic<unsigned> queued_{0};
     Mutex closeMutex_; // one close() at a time, start to end
-    Mutex sendMutex_;  // one sender at a time (the copy into the peer's ring)
+    Mutex sendMutex_;  // one sender at a time (put(): the copy out of the caller's bytes)
     Mutex recvMutex_;  // one receiver at a time (the copy out of ours)
     // write_blocked told since the peer last freed space in its ring: said once, else two
     // blocked ends would bounce the flag forever.

@@ -14,6 +14,8 @@ namespace
 
 // How long the closing CDC may trail the TCP FIN (it comes over the link, on other threads).
 constexpr std::chrono::seconds kPeerGoneGrace{1};
+// How long close() waits for failover when the link went with sent bytes not written yet.
+constexpr std::chrono::seconds kCloseFailoverWait{10};
 
 } // namespace
 
@@ -84,10 +86,20 @@ void SmcrConnection::stage(const cdc::CdcMessage& m)
 void SmcrConnection::deliver()
 {
     const std::size_t n = std::exchange(staged_, 0);
-    if (n == 0 || !writeOut(stagedUpTo_))
+    if (n == 0)
         return;
-    for (std::size_t i = 0; i < n; ++i)
-        transmit(outbox_[i]);
+    bool lost = !writeOut(stagedUpTo_);
+    for (std::size_t i = 0; i < n && !lost; ++i)
+        lost = !transmit(outbox_[i]);
+    if (!lost)
+        return;
+    bool closing = false;
+    {
+        MutexLocker lock(mutex_);
+        closing = cdc_.closed && !cdc_.aborted;
+    }
+    if (closing) // close(): no resend follows it, so it sees the failover through itself
+        resendAfterMove(true);
 }
 
 // Which CDC the peer has surely processed, from its cursors: it consumed P of our bytes, so
@@ -110,20 +122,28 @@ void SmcrConnection::noteProcessed()
         confirmed_ = unconfirmed_.front().number;
 }
 
-void SmcrConnection::transmit(const Wire& wire)
+bool SmcrConnection::transmit(const Wire& wire)
 {
     for (int attempt = 0; attempt < 3; ++attempt) {
+        std::uint64_t moves = 0;
+        {
+            MutexLocker lock(mutex_);
+            moves = moves_; // first: the group changes our link before it counts a move
+        }
         const unsigned slot = conn_->link();
         Result<void> r = group_->sendCdc(*conn_, wire);
         if (r) {
             MutexLocker lock(mutex_);
             ++stats_.cdcOut;
-            return;
+            return true;
         }
         // The link went: if failover already moved us, say it on the new one; if not, the
-        // moved handler (which waits for txMutex_) sends the current cursors there.
-        if (r.error() == std::errc::not_connected && conn_->link() == slot)
-            return;
+        // resend after the move sends the current cursors there, and sends wait for it.
+        if (r.error() == std::errc::not_connected && conn_->link() == slot) {
+            MutexLocker lock(mutex_);
+            lostLinkAt_ = moves;
+            return false;
+        }
         if (r.error() != std::errc::not_connected)
             break;
     }
@@ -132,6 +152,7 @@ void SmcrConnection::transmit(const Wire& wire)
     // rather than leave both ends waiting.
     MutexLocker lock(mutex_);
     (void)abort(false);
+    return true; // nothing to make up for
 }
 
 void SmcrConnection::flushOwed()
@@ -226,50 +247,70 @@ void SmcrConnection::onMoved()
     if (post)
         group_->executor().postBlocking([h = hook_] {
             MutexLocker lock(h->mutex);
-            if (h->self != nullptr)
-                h->self->resendAfterMove();
+            if (h->self != nullptr) {
+                MutexLocker tx(h->self->txMutex_);
+                h->self->resendAfterMove(false);
+            }
         });
 }
 
-void SmcrConnection::resendAfterMove()
+void SmcrConnection::resendAfterMove(bool closing)
 {
-    MutexLocker tx(txMutex_);
-    std::uint64_t produced = 0;
-    {
-        MutexLocker lock(mutex_);
-        resendPosted_ = false;
-        if (cdc_.closed || cdc_.aborted)
+    const Deadline until = Clock::now() + kCloseFailoverWait; // closing only
+    for (;;) {
+        std::uint64_t produced = 0;
+        {
+            MutexLocker lock(mutex_);
+            if (!closing) {
+                resendPosted_ = false;
+                if (cdc_.closed || cdc_.aborted)
+                    return; // close() sends its own
+            } else {
+                // Sent bytes not written yet, and the closing CDC: wait for failover.
+                while (sendStalled() && !cdc_.aborted && Clock::now() < until)
+                    wait(lock, wakes_, until, false);
+                if (sendStalled() || cdc_.aborted || Clock::now() >= until)
+                    return; // no new link in time, or the group ended: the peer's grace ends it
+            }
+            produced = cdc_.bytesSent; // stable: sends produce under txMutex_
+        }
+        // What the old link may not have written (a WRITE it failed, bytes no CDC announced
+        // yet) goes again on the new one, from our sndbuf, at the same places; the peer learns
+        // of it only from a CDC.
+        if (!writeOut(produced)) {
+            if (!closing)
+                return; // lost again: the next move's resend (or close()) does it
+            continue;
+        }
+        {
+            MutexLocker lock(mutex_);
+            if ((cdc_.closed && !closing) || cdc_.aborted)
+                return;
+            // What may be lost is CDCs: the validation says which one the peer must have
+            // seen, the full CDC after it carries the current cursors. (A send's CDC may have
+            // gone on the new link before these: the peer then processed a newer one than the
+            // validation names, which it accepts.) The peer judges the validation within half
+            // the sequence space behind its newest. Once ours is more than that ahead of what
+            // its cursors prove (tiny sends it has not read, CDCs that repeat one another), the
+            // oldest it can still accept: that is wrong only if more than 32767 of our CDCs
+            // had not reached it, far more than a link holds in flight.
+            constexpr std::uint64_t kHalf = 32767;
+            cdc::CdcMessage v;
+            v.seq = static_cast<std::uint16_t>(built_ - confirmed_ > kHalf ? built_ - kHalf
+                                                                           : confirmed_);
+            v.token = peerToken_;
+            v.producerFlags.failoverValidation = true;
+            assert(staged_ == 0);
+            outbox_[staged_++] = cdc::encodeSmcr(v);
+            announce();
+        }
+        const std::size_t n = std::exchange(staged_, 0); // written above: no deliver() needed
+        bool lost = false;
+        for (std::size_t i = 0; i < n && !lost; ++i)
+            lost = !transmit(outbox_[i]);
+        if (!lost || !closing)
             return;
-        produced = cdc_.bytesSent; // stable: sends produce under txMutex_
     }
-    // What the old link may not have written (a WRITE it failed, bytes no CDC announced
-    // yet) goes again on the new one, from our sndbuf, at the same places; the peer learns
-    // of it only from a CDC. Lost again: the next move does it.
-    if (!writeOut(produced))
-        return;
-    {
-        MutexLocker lock(mutex_);
-        if (cdc_.closed || cdc_.aborted)
-            return;
-        // What may be lost is CDCs: the validation says which one the peer must have seen,
-        // the full CDC after it carries the current cursors. (A send's CDC may have gone on
-        // the new link before these: the peer then processed a newer one than the
-        // validation names, which it accepts.) The peer judges the validation within half
-        // the sequence space behind its newest. Once ours is more than that ahead of what
-        // its cursors prove (tiny sends it has not read, CDCs that repeat one another), the
-        // oldest it can still accept: that is wrong only if more than 32767 of our CDCs had
-        // not reached it, far more than a link holds in flight.
-        constexpr std::uint64_t kHalf = 32767;
-        cdc::CdcMessage v;
-        v.seq =
-            static_cast<std::uint16_t>(built_ - confirmed_ > kHalf ? built_ - kHalf : confirmed_);
-        v.token = peerToken_;
-        v.producerFlags.failoverValidation = true;
-        assert(staged_ == 0);
-        outbox_[staged_++] = cdc::encodeSmcr(v);
-        announce();
-    }
-    deliver();
 }
 
 void SmcrConnection::onEnded()

@@ -63,12 +63,15 @@ public:
     // with the CDC that announces the bytes, so a send that announces blocks until they
     // completed, and one that finds the sndbuf full of bytes not written yet writes them
     // first (then, across a failover, until the new link took them). Besides its own
-    // errors, the group's write errors other than a lost link abort the connection. recvView()
+    // errors, the group's write errors other than a lost link abort the connection. Any CDC
+    // (a receive's window update too) first writes the bytes it announces. recvView()
     // copies every byte (the group may take our RMB back when it ends). close() waits for a running
-    // flush of an owed CDC (up to one send-slot wait) and for the peer's DELETE_RKEY answer (up to
-    // the LLC timeouts). peerGone(): in a live group the peer's closing CDC may still be on its way
-    // over the link; it gets a grace period (while CDCs keep coming) on the group's executor, then
-    // the abort. Never blocks. enableEvents(): an eventfd, -1 if it cannot be made.
+    // flush of an owed CDC (up to one send-slot wait), for the WRITEs of what it announces, when
+    // the link went with sent bytes not written or its CDC lost up to 10 s for failover to carry
+    // them, and for the peer's DELETE_RKEY answer (up to the LLC timeouts). peerGone(): in a live
+    // group the peer's closing CDC may still be on its way over the link; it gets a grace period
+    // (while CDCs keep coming) on the group's executor, then the abort. Never blocks.
+    // enableEvents(): an eventfd, -1 if it cannot be made.
     void peerGone() noexcept override;
     int enableEvents(int pulse) noexcept override;
     void drainEvents() noexcept override;
@@ -104,7 +107,9 @@ private:
     void onCdc(std::span<const std::byte> bytes);
     void onMoved();
     // After a move: what the old link may not have written, the validation, a full CDC.
-    void resendAfterMove();
+    // `closing`: close() found the link lost; nothing runs after it, so it waits here (up
+    // to 10 s) for the move, and again if the new link goes too.
+    void resendAfterMove(bool closing) SMC_REQUIRES(txMutex_);
     void onEnded();
     // The grace after peerGone() is over: abort unless the close came, wait on if CDCs do.
     void onPeerGoneGrace();
@@ -118,10 +123,10 @@ private:
     void flushOwed();
     // After a peer CDC: which of our CDCs the peer has surely processed (its cursors).
     void noteProcessed() SMC_REQUIRES(mutex_);
-    // A CDC to the peer, again on the new link if failover moved us meanwhile; a lost link
-    // is the moved handler's to make up for (it sends the current cursors); any other
-    // failure aborts the connection.
-    void transmit(const Wire& wire) SMC_REQUIRES(txMutex_);
+    // A CDC to the peer, again on the new link if failover moved us meanwhile. False if a
+    // lost link dropped it (lostLinkAt_ set: the resend after the move sends the current
+    // cursors); any other failure aborts the connection.
+    bool transmit(const Wire& wire) SMC_REQUIRES(txMutex_);
     std::size_t ringSize() const noexcept { return conn_->rmb.size(); }
 
     const std::shared_ptr<LinkGroup> group_; // first: goes last, after conn_

@@ -18,6 +18,7 @@ namespace smc
 namespace
 {
 
+using namespace std::chrono_literals;
 using namespace test::smcr;
 
 // Two links each, both active: one can break.
@@ -32,19 +33,50 @@ protected:
     }
 };
 
+// The client's flow token: failover of the client's group waits for it.
+std::optional<LinkGroup::Handshake> holdFailover(test::smcr::Pair& p)
+{
+    Result<LinkGroup::Handshake> h = p.client.group->beginHandshake(16384, 16384);
+    EXPECT_TRUE(h) << h.error().message();
+    return h ? std::optional<LinkGroup::Handshake>(std::move(*h)) : std::nullopt;
+}
+
+// Sends bytes [from, from + n) of the stream of `seed`, blocking, in as many calls as it takes.
+void sendRange(SmcrConnection& c, std::uint64_t from, std::size_t n, bool hold)
+{
+    std::vector<std::byte> b(n);
+    for (std::size_t i = 0; i < n; ++i)
+        b[i] = at(from + i, 3);
+    for (std::size_t off = 0; off < n;) {
+        Result<std::size_t> r = c.send(std::span(b).subspan(off), soon(), false, hold);
+        ASSERT_TRUE(r) << r.error().message();
+        off += *r;
+    }
+}
+
+// Reads bytes [from, from + n) of the stream and checks each.
+void expectRange(SmcrConnection& c, std::uint64_t from, std::size_t n)
+{
+    std::vector<std::byte> got(n);
+    for (std::size_t off = 0; off < n;) {
+        Result<std::size_t> g = c.recv(std::span(got).subspan(off), soon(), false);
+        ASSERT_TRUE(g) << g.error().message();
+        ASSERT_GT(*g, 0u) << "the end came after " << from + off << " bytes";
+        off += *g;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], at(from + i, 3)) << "byte " << from + i;
+}
+
 // A send on a lost link is kept in our sndbuf (the CDC that would announce it is not sent
 // while its bytes cannot be written); the connection is then not writable until failover
 // moves it, so an epoll loop waits for the event instead of spinning on EAGAIN; after the
-// move the kept bytes arrive, in order, before the next send's.
+// move the resend writes the kept bytes and announces them, with no further send.
 TEST_F(SmcrFailover, NotWritableWhileALostLinkWaitsForFailover)
 {
     ASSERT_TRUE(opened());
-    std::optional<LinkGroup::Handshake> hold; // the client's flow token: failover waits for it
-    {
-        Result<LinkGroup::Handshake> h = p.client.group->beginHandshake(16384, 16384);
-        ASSERT_TRUE(h) << h.error().message();
-        hold = std::move(*h);
-    }
+    std::optional<LinkGroup::Handshake> hold = holdFailover(p);
+    ASSERT_TRUE(hold);
     ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
     std::array<std::byte, 1000> b{};
     for (std::size_t i = 0; i < b.size(); ++i)
@@ -58,22 +90,52 @@ TEST_F(SmcrFailover, NotWritableWhileALostLinkWaitsForFailover)
     EXPECT_EQ(r.error(), std::errc::resource_unavailable_try_again);
     hold.reset();
     ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover moved it";
-    std::array<std::byte, 1000> more{};
-    for (std::size_t i = 0; i < more.size(); ++i)
-        more[i] = at(b.size() + i, 3);
-    r = c.client->send(more, soon(), true, /*hold=*/false);
-    ASSERT_TRUE(r) << r.error().message();
-    EXPECT_EQ(*r, more.size());
-    std::array<std::byte, 2000> got{};
-    for (std::size_t n = 0; n < got.size();) {
-        Result<std::size_t> g =
-            c.server->recv(std::span(got).subspan(n), soon(), /*nonBlocking=*/false);
-        ASSERT_TRUE(g) << g.error().message();
-        ASSERT_GT(*g, 0u);
-        n += *g;
-    }
-    for (std::size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(got[i], at(i, 3)) << "byte " << i;
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000));
+    EXPECT_GE(c.server->stats().validations, 1u) << "the resend's validation";
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 1000, 1000, false));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 1000, 1000));
+}
+
+// Held bytes that fill the sndbuf on a lost link: the send that needs the room waits for
+// failover (its write goes on the new link), and nothing is lost. (The CDC after the move
+// carries the current cursors, so it may announce held bytes, as a cork's timer would.)
+TEST_F(SmcrFailover, HeldBytesThatFillTheSndbufWaitForFailover)
+{
+    ASSERT_TRUE(opened(65536, 16384));
+    std::optional<LinkGroup::Handshake> hold = holdFailover(p);
+    ASSERT_TRUE(hold);
+    ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
+    std::thread release([&] {
+        std::this_thread::sleep_for(100ms);
+        hold.reset();
+    });
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 3 * 7000, /*hold=*/true));
+    release.join();
+    EXPECT_GE(c.client->stats().moves, 1u);
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 21000, 10, /*hold=*/false));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 21010));
+}
+
+// close() on a lost link with a sent byte not written: nothing runs after close, so it waits
+// for failover itself; the peer gets every byte, then the orderly end (not a reset).
+TEST_F(SmcrFailover, CloseOnALostLinkDeliversWhatWasSentThenTheEnd)
+{
+    ASSERT_TRUE(opened());
+    std::optional<LinkGroup::Handshake> hold = holdFailover(p);
+    ASSERT_TRUE(hold);
+    ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 1000, false));
+    std::thread release([&] {
+        std::this_thread::sleep_for(100ms);
+        hold.reset();
+    });
+    c.client->close();
+    release.join();
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000));
+    std::array<std::byte, 16> tail;
+    Result<std::size_t> end = c.server->recv(tail, soon(), false);
+    ASSERT_TRUE(end) << end.error().message();
+    EXPECT_EQ(*end, 0u) << "the orderly end";
 }
 
 TEST_F(SmcrFailover, ALinkBrokenMidStreamLosesNoByte)
