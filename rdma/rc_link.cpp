@@ -212,7 +212,16 @@ Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milli
 Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
                                RemoteBuffer dst, std::chrono::milliseconds wait)
 {
-    Result<std::uint32_t> slot = takeSlot(wait);
+    Result<std::uint32_t> slot = postWrite(src, length, lkey, dst, wait);
+    if (!slot)
+        return slot.error();
+    return awaitWrite(*slot, wait);
+}
+
+Result<std::uint32_t> RcLink::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                        RemoteBuffer dst, std::chrono::milliseconds slotWait)
+{
+    Result<std::uint32_t> slot = takeSlot(slotWait);
     if (!slot)
         return slot.error();
     {
@@ -237,11 +246,17 @@ Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_
         linkDown(ec);
         return ec;
     }
+    return *slot;
+}
+
+Result<void> RcLink::awaitWrite(std::uint32_t slot, std::chrono::milliseconds wait)
+{
     MutexLocker lock(mutex_);
-    Slot& s = slots_[*slot];
-    if (!slotFreed_.waitFor(lock, wait, [&] { return s.done; }))
-        return std::make_error_code(
-            std::errc::timed_out); // the slot stays taken until it completes
+    Slot& s = slots_[slot];
+    if (!slotFreed_.waitFor(lock, wait, [&] { return s.done; })) {
+        s.waited = false; // nobody waits any more: its completion frees the slot
+        return std::make_error_code(std::errc::timed_out);
+    }
     const std::error_code status = s.status;
     s = {};
     lock.unlock();

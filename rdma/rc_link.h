@@ -78,6 +78,13 @@ public:
     // returns the write's completion status.
     Result<void> rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
                            RemoteBuffer dst, std::chrono::milliseconds wait);
+    // rdmaWrite() in two halves, so that a message can be posted behind the WRITE before it
+    // completes (RC delivers it after the WRITE's bytes). postWrite waits up to `slotWait` for
+    // a send slot and returns it; awaitWrite (exactly once per posted slot) waits up to `wait`
+    // for the completion and frees the slot (after a timed_out, the completion frees it).
+    Result<std::uint32_t> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                    RemoteBuffer dst, std::chrono::milliseconds slotWait);
+    Result<void> awaitWrite(std::uint32_t slot, std::chrono::milliseconds wait);
 
     // Move the QP to ERR: outstanding work flushes and the link goes down.
     Result<void> forceError() noexcept;

@@ -80,13 +80,14 @@ void SmcrConnection::stage(const cdc::CdcMessage& m)
     stagedUpTo_ = produced;
 }
 
-// The bytes first: RC delivers the CDC after the WRITEs posted before it, and a CDC whose
-// bytes could not be written is not sent (after a lost link, resendAfterMove writes them and sends
+// The bytes first: RC delivers the CDC after the WRITEs posted before it, so it goes right
+// behind them; if that fails, the WRITEs again, each waited for, and a CDC whose bytes could
+// not be written is not sent (after a lost link, resendAfterMove writes them and sends
 // the current cursors on the new one).
 void SmcrConnection::deliver()
 {
     const std::size_t n = std::exchange(staged_, 0);
-    if (n == 0)
+    if (n == 0 || (n == 1 && writeThenTransmit(stagedUpTo_, outbox_[0])))
         return;
     bool lost = !writeOut(stagedUpTo_);
     for (std::size_t i = 0; i < n && !lost; ++i)

@@ -3,6 +3,7 @@
 #include "smc/conn/smcr_connection.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 
 namespace smc::net
@@ -50,14 +51,40 @@ Result<void> SmcrConnection::put(std::size_t /*at*/, std::span<const std::byte> 
     return {};
 }
 
+std::size_t SmcrConnection::piecesTo(std::uint64_t upTo, Pieces& pieces) const
+{
+    std::size_t count = 0;
+    for (std::uint64_t at = written_.load(std::memory_order_relaxed); at < upTo;) {
+        const std::size_t from = at % stageBytes_;
+        const std::size_t to = at % peerRingSize_;
+        const std::size_t n = static_cast<std::size_t>(
+            std::min<std::uint64_t>({upTo - at, stageBytes_ - from, peerRingSize_ - to}));
+        assert(count < pieces.size()); // <= a sndbuf and <= a ring: two wraps at most
+        pieces[count++] = {from, to, n};
+        at += n;
+    }
+    return count;
+}
+
+bool SmcrConnection::writeThenTransmit(std::uint64_t upTo, const Wire& wire)
+{
+    Pieces pieces;
+    const std::size_t count = piecesTo(upTo, pieces);
+    if (!group_->writeSndbufThenCdc(*conn_, std::span(pieces).first(count), wire))
+        return false;
+    written_.store(upTo, std::memory_order_release);
+    MutexLocker lock(mutex_);
+    ++stats_.cdcOut;
+    return true;
+}
+
 bool SmcrConnection::writeOut(std::uint64_t upTo)
 {
+    Pieces pieces;
+    const std::size_t count = piecesTo(upTo, pieces);
     std::uint64_t done = written_.load(std::memory_order_relaxed); // only we advance it
-    while (done < upTo) {
-        const std::size_t from = done % stageBytes_;
-        const std::size_t to = done % peerRingSize_;
-        const std::size_t n = static_cast<std::size_t>(
-            std::min<std::uint64_t>({upTo - done, stageBytes_ - from, peerRingSize_ - to}));
+    for (std::size_t i = 0; i < count; ++i) {
+        const auto [from, to, n] = pieces[i];
         std::uint64_t moves = 0;
         {
             MutexLocker lock(mutex_);

@@ -3,6 +3,7 @@
 #include "smc/core/link_group.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -292,6 +293,61 @@ Result<void> LinkGroup::writeSndbuf(const Connection& conn, std::size_t sndbufOf
                    : Result<void>(ConnErrc::PeerRmbGone);
     return channel->write(conn.sndbuf.data() + sndbufOffset, length,
                           conn.sndbuf->registration(slot).lkey, rt->vaddr + peerOffset, rt->rkey);
+}
+
+Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn,
+                                           std::span<const SndbufPiece> pieces,
+                                           std::span<const std::byte> cdc)
+{
+    if (conn.group_ != this)
+        return ConnErrc::UnknownConnection;
+    if (pieces.size() > kMaxSndbufPieces || cdc.size() != cdc::kSmcrCdcSize ||
+        cdc[0] != std::byte{cdc::kCdcType})
+        return std::make_error_code(std::errc::invalid_argument);
+    ReadLocker lock(conn.use_); // the buffers stay ours until the WRITEs completed
+    if (conn.state_ != Connection::State::Open)
+        return stateError(conn.state_);
+    if (!conn.peer_)
+        return ConnErrc::PeerRmbUnknown;
+    for (const SndbufPiece& p : pieces) { // all checked before anything is posted
+        if (p.sndbufOffset > conn.sndbuf.size() || p.length > conn.sndbuf.size() - p.sndbufOffset)
+            return ConnErrc::SndbufRange;
+        if (p.peerOffset > conn.peer_->bytes || p.length > conn.peer_->bytes - p.peerOffset)
+            return ConnErrc::PeerRmbRange;
+    }
+    const unsigned slot = conn.link();
+    std::shared_ptr<LinkChannel> channel = llc_->activeChannel(slot);
+    if (!channel)
+        return std::make_error_code(std::errc::not_connected);
+    std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(conn.peer_->row, slot);
+    if (!rt)
+        return llc_->rtokens().holds(conn.peer_->row)
+                   ? Result<void>(std::make_error_code(std::errc::not_connected))
+                   : Result<void>(ConnErrc::PeerRmbGone);
+    const std::uint32_t lkey = conn.sndbuf->registration(slot).lkey;
+    std::array<std::uint64_t, kMaxSndbufPieces> tokens{};
+    std::size_t posted = 0;
+    Result<void> r;
+    for (const SndbufPiece& p : pieces) {
+        if (p.length == 0)
+            continue;
+        Result<std::uint64_t> t = channel->postWrite(conn.sndbuf.data() + p.sndbufOffset, p.length,
+                                                     lkey, rt->vaddr + p.peerOffset, rt->rkey);
+        if (!t) {
+            r = t.error();
+            break;
+        }
+        tokens[posted++] = *t;
+    }
+    if (r) {
+        r = channel->send(cdc);
+        if (r)
+            cdcOut_.fetch_add(1, std::memory_order_relaxed);
+    }
+    for (std::size_t i = 0; i < posted; ++i) // each posted WRITE is awaited, whatever failed
+        if (Result<void> w = channel->awaitWrite(tokens[i]); !w && r)
+            r = w;
+    return r;
 }
 
 Result<void> LinkGroup::readRmb(const Connection& conn, std::size_t offset,

@@ -231,6 +231,20 @@ public:
                             std::span<const std::byte> data);
     Result<void> writeSndbuf(const Connection& conn, std::size_t sndbufOffset,
                              std::size_t peerOffset, std::size_t length);
+    // writeSndbuf() for each piece and sendCdc() at once, on the link the connection rides:
+    // the CDC is posted right behind the WRITEs, before they complete (RC delivers it after
+    // their bytes), then the WRITEs are waited for. At most kMaxSndbufPieces pieces. Errors:
+    // theirs (invalid_argument: too many pieces, or the CDC's). On an error the caller cannot
+    // tell what went: the CDC may have gone without the bytes having landed, or not at all.
+    // Blocks as writeSndbuf() and sendCdc() do.
+    struct SndbufPiece {
+        std::size_t sndbufOffset = 0;
+        std::size_t peerOffset = 0;
+        std::size_t length = 0;
+    };
+    static constexpr std::size_t kMaxSndbufPieces = 3;
+    Result<void> writeSndbufThenCdc(const Connection& conn, std::span<const SndbufPiece> pieces,
+                                    std::span<const std::byte> cdc);
     // Copies into.size() bytes from `offset` of the connection's own RMB
     // (what the peer wrote there), while the RMB is surely still ours: the
     // group's end waits for the copy. Errors: UnknownConnection, Closed,

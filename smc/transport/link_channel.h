@@ -54,6 +54,20 @@ public:
     {
         return std::make_error_code(std::errc::operation_not_supported);
     }
+    // write() in two halves, so that a message sent between them goes right behind the
+    // WRITE (RC delivers it after the WRITE's bytes) instead of after its completion:
+    // postWrite's token goes to awaitWrite exactly once, whatever happens between.
+    // postWrite's errors are write()'s (timed_out: no room to post in time), and it blocks
+    // only for that room; awaitWrite's are write()'s, and it blocks until the completion.
+    // Without a transport's own, postWrite does the whole write().
+    virtual Result<std::uint64_t> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                            std::uint64_t remoteAddr, std::uint32_t rkey)
+    {
+        if (Result<void> r = write(src, length, lkey, remoteAddr, rkey); !r)
+            return r.error();
+        return std::uint64_t{0};
+    }
+    virtual Result<void> awaitWrite(std::uint64_t /*token*/) { return {}; }
     // Take the link down: this end reports onDown; the far end learns it
     // when its transport does (in process at once, over RDMA by the LLC).
     virtual void shutdown() noexcept = 0;

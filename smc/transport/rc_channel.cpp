@@ -115,15 +115,39 @@ Result<void> RcChannel::connect(const LinkAddress& peer)
     return link_->connect(e);
 }
 
-Result<void> RcChannel::write(const void* src, std::size_t length, std::uint32_t lkey,
-                              std::uint64_t remoteAddr, std::uint32_t rkey)
+namespace
 {
-    Result<void> r = link_->rdmaWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait);
-    // A failed completion leaves an RC QP in error: the link went with this write, whatever
-    // the status said, and the caller's answer to that is failover (LinkChannel::write).
+// A failed completion leaves an RC QP in error: the link went with this write, whatever the
+// status said, and the caller's answer to that is failover (LinkChannel::write).
+Result<void> linkLost(Result<void> r)
+{
     if (!r && r.error() != std::errc::timed_out)
         return std::make_error_code(std::errc::not_connected);
     return r;
+}
+} // namespace
+
+Result<void> RcChannel::write(const void* src, std::size_t length, std::uint32_t lkey,
+                              std::uint64_t remoteAddr, std::uint32_t rkey)
+{
+    return linkLost(link_->rdmaWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait));
+}
+
+Result<std::uint64_t> RcChannel::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                           std::uint64_t remoteAddr, std::uint32_t rkey)
+{
+    Result<std::uint32_t> slot =
+        link_->postWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait);
+    if (!slot) // no send slot in time, or the post failed (the link went)
+        return slot.error() == std::errc::timed_out
+                   ? slot.error()
+                   : std::make_error_code(std::errc::not_connected);
+    return std::uint64_t{*slot};
+}
+
+Result<void> RcChannel::awaitWrite(std::uint64_t token)
+{
+    return linkLost(link_->awaitWrite(static_cast<std::uint32_t>(token), kWriteWait));
 }
 
 void RcChannel::shutdown() noexcept
