@@ -48,7 +48,7 @@ struct LinkGroupStats : LlcStats {
     // token no open connection has (unknownToken; also a late one for a
     // connection just closed). A peer cannot make the group queue or fail.
     std::uint64_t cdcMalformed = 0, cdcUnknownToken = 0;
-    std::uint64_t cdcOut = 0; // sendCdc() calls that the link took
+    std::uint64_t cdcOut = 0; // CDCs the link took (sendCdc, writeSndbufThenCdc)
 };
 
 // Errors: besides the codes named per function, every call that waits for

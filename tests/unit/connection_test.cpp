@@ -5,6 +5,7 @@
 #include "smc/core/conn_errors.h"
 #include "smc/core/link_group.h"
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -116,6 +117,41 @@ TEST(Connection, AnEmptyWriteIsANoOpOnceChecked)
     EXPECT_TRUE(p.client.group->write(*cc, 16384, {}));
     EXPECT_EQ(p.client.group->write(*cc, 16385, {}).error(), ConnErrc::SndbufRange);
     EXPECT_EQ(clientWrites(p), before);
+}
+
+// The WRITEs and the CDC behind them in one call: every piece checked before anything goes
+// (a bad one sends nothing), then the pieces land where they say and the CDC is taken.
+TEST(Connection, WritesThenACdcCheckEveryPieceFirst)
+{
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(p.start());
+    auto [sc, cc] = p.connect(16384);
+    ASSERT_TRUE(sc && cc);
+    std::array<std::byte, 44> cdc{};
+    cdc[0] = std::byte{0xFE}; // a CDC by its type; the server drops its unknown token
+    cdc[1] = std::byte{44};
+    using Piece = LinkGroup::SndbufPiece;
+    LinkGroup& g = *p.client.group;
+    const std::uint64_t writes = clientWrites(p), cdcs = g.stats().cdcOut;
+    const std::array<Piece, 2> badPeer{Piece{0, 0, 8}, Piece{8, 16384 - 4, 8}};
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, badPeer, cdc).error(), ConnErrc::PeerRmbRange);
+    const std::array<Piece, 1> badSndbuf{Piece{16384 - 4, 0, 8}};
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, badSndbuf, cdc).error(), ConnErrc::SndbufRange);
+    const std::array<Piece, 4> tooMany{};
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, tooMany, cdc).error(), std::errc::invalid_argument);
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, {}, std::span(cdc).first(43)).error(),
+              std::errc::invalid_argument);
+    EXPECT_EQ(clientWrites(p), writes) << "nothing went on the wire";
+    EXPECT_EQ(g.stats().cdcOut, cdcs);
+
+    ASSERT_TRUE(g.fillSndbuf(*cc, 100, bytes(30, 7)));
+    const std::array<Piece, 3> good{Piece{100, 16384 - 10, 10}, Piece{110, 0, 20},
+                                    Piece{0, 500, 0}}; // the ring's wrap; an empty piece
+    ASSERT_TRUE(g.writeSndbufThenCdc(*cc, good, cdc));
+    EXPECT_EQ(clientWrites(p), writes + 2) << "an empty piece posts nothing";
+    EXPECT_EQ(g.stats().cdcOut, cdcs + 1);
+    EXPECT_TRUE(holds(sc->rmb, 16384 - 10, 10, 7));
+    EXPECT_TRUE(holds(sc->rmb, 0, 20, 7));
 }
 
 // The server closes its end: its DELETE_RKEY frees the client's row while
