@@ -180,76 +180,65 @@ std::uint32_t RcLink::freeSendSlots() const
     return n;
 }
 
-Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milliseconds slotWait)
+Result<std::uint32_t> RcLink::post(ibv_send_wr& wr, bool waited, std::chrono::milliseconds slotWait,
+                                   std::span<const std::byte> message)
 {
-    if (message.size() > config_.maxMessage)
-        return std::make_error_code(std::errc::message_size);
     Result<std::uint32_t> slot = takeSlot(slotWait);
     if (!slot)
         return slot.error();
-    std::byte* buf = sendBuffers_.get() + *slot * slotBytes_;
-    std::memcpy(buf, message.data(), message.size());
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), static_cast<std::uint32_t>(message.size()),
+    ibv_sge copy{};
+    if (wr.opcode == IBV_WR_SEND) { // the message goes into the slot's registered buffer
+        std::byte* buf = sendBuffers_.get() + *slot * slotBytes_;
+        std::memcpy(buf, message.data(), message.size());
+        copy = {reinterpret_cast<std::uintptr_t>(buf), static_cast<std::uint32_t>(message.size()),
                 sendMr_.lkey()};
-    ibv_send_wr wr{};
-    wr.wr_id = *slot;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
-    ibv_send_wr* bad = nullptr;
-    if (std::error_code ec = errnoCode(ibv_post_send(qp_.get(), &wr, &bad))) {
-        {
-            MutexLocker lock(mutex_);
-            slots_[*slot].busy = false;
-        }
-        linkDown(ec); // Linux: a failed post takes the link down
-        return ec;
+        wr.sg_list = &copy;
+        wr.num_sge = 1;
     }
-    return {};
-}
-
-Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
-                               RemoteBuffer dst, std::chrono::milliseconds wait)
-{
-    Result<std::uint32_t> slot = postWrite(src, length, lkey, dst, wait);
-    if (!slot)
-        return slot.error();
-    return awaitWrite(*slot, wait);
-}
-
-Result<std::uint32_t> RcLink::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
-                                        RemoteBuffer dst, std::chrono::milliseconds slotWait)
-{
-    Result<std::uint32_t> slot = takeSlot(slotWait);
-    if (!slot)
-        return slot.error();
-    {
+    if (waited) {
         MutexLocker lock(mutex_);
         slots_[*slot].waited = true;
     }
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), static_cast<std::uint32_t>(length), lkey};
-    ibv_send_wr wr{};
     wr.wr_id = *slot;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = dst.addr;
-    wr.wr.rdma.rkey = dst.rkey;
+    wr.send_flags |= IBV_SEND_SIGNALED;
     ibv_send_wr* bad = nullptr;
     if (std::error_code ec = errnoCode(ibv_post_send(qp_.get(), &wr, &bad))) {
         {
             MutexLocker lock(mutex_);
             slots_[*slot] = {};
         }
-        linkDown(ec);
+        linkDown(ec); // Linux: a failed post takes the link down
         return ec;
     }
     return *slot;
 }
 
-Result<void> RcLink::awaitWrite(std::uint32_t slot, std::chrono::milliseconds wait)
+Result<std::uint32_t> RcLink::postSend(std::span<const std::byte> message, bool waited,
+                                       std::chrono::milliseconds slotWait)
+{
+    if (message.size() > config_.maxMessage)
+        return std::make_error_code(std::errc::message_size);
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SOLICITED;
+    return post(wr, waited, slotWait, message);
+}
+
+Result<std::uint32_t> RcLink::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                        RemoteBuffer dst, bool waited,
+                                        std::chrono::milliseconds slotWait)
+{
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), static_cast<std::uint32_t>(length), lkey};
+    ibv_send_wr wr{};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = dst.addr;
+    wr.wr.rdma.rkey = dst.rkey;
+    return post(wr, waited, slotWait, {});
+}
+
+Result<void> RcLink::awaitSlot(std::uint32_t slot, std::chrono::milliseconds wait)
 {
     MutexLocker lock(mutex_);
     Slot& s = slots_[slot];
@@ -262,6 +251,42 @@ Result<void> RcLink::awaitWrite(std::uint32_t slot, std::chrono::milliseconds wa
     lock.unlock();
     slotFreed_.notify_all();
     return status;
+}
+
+Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milliseconds slotWait)
+{
+    Result<std::uint32_t> slot = postSend(message, false, slotWait);
+    if (!slot)
+        return slot.error();
+    return {};
+}
+
+Result<void> RcLink::sendAndAwait(std::span<const std::byte> message,
+                                  std::chrono::milliseconds slotWait,
+                                  std::chrono::milliseconds wait)
+{
+    Result<std::uint32_t> slot = postSend(message, true, slotWait);
+    if (!slot)
+        return slot.error();
+    return awaitSlot(*slot, wait);
+}
+
+Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                               RemoteBuffer dst, std::chrono::milliseconds wait)
+{
+    Result<std::uint32_t> slot = postWrite(src, length, lkey, dst, true, wait);
+    if (!slot)
+        return slot.error();
+    return awaitSlot(*slot, wait);
+}
+
+Result<void> RcLink::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                               RemoteBuffer dst, std::chrono::milliseconds slotWait)
+{
+    Result<std::uint32_t> slot = postWrite(src, length, lkey, dst, false, slotWait);
+    if (!slot)
+        return slot.error();
+    return {};
 }
 
 Result<void> RcLink::forceError() noexcept

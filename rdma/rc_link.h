@@ -78,13 +78,15 @@ public:
     // returns the write's completion status.
     Result<void> rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
                            RemoteBuffer dst, std::chrono::milliseconds wait);
-    // rdmaWrite() in two halves, so that a message can be posted behind the WRITE before it
-    // completes (RC delivers it after the WRITE's bytes). postWrite waits up to `slotWait` for
-    // a send slot and returns it; awaitWrite (exactly once per posted slot) waits up to `wait`
-    // for the completion and frees the slot (after a timed_out, the completion frees it).
-    Result<std::uint32_t> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
-                                    RemoteBuffer dst, std::chrono::milliseconds slotWait);
-    Result<void> awaitWrite(std::uint32_t slot, std::chrono::milliseconds wait);
+    // An RDMA WRITE posted, not waited for (its completion frees its slot), so that a message
+    // can go right behind it; sendAndAwait() then sends one and waits up to `wait` for its
+    // completion, which on RC comes after those of every WRITE posted before it: success
+    // means their bytes landed too. Each holds at most the one slot it waits on, so senders
+    // on many connections cannot starve one another of slots.
+    Result<void> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                           RemoteBuffer dst, std::chrono::milliseconds slotWait);
+    Result<void> sendAndAwait(std::span<const std::byte> message,
+                              std::chrono::milliseconds slotWait, std::chrono::milliseconds wait);
 
     // Move the QP to ERR: outstanding work flushes and the link goes down.
     Result<void> forceError() noexcept;
@@ -109,6 +111,17 @@ private:
     };
 
     Result<std::uint32_t> takeSlot(std::chrono::milliseconds wait);
+    // Takes a slot, signals `wr` (a SEND carries `message` in the slot's buffer) and posts
+    // it; `waited`: its completion is kept for awaitSlot(), which frees the slot (after a
+    // timeout the completion frees it). A failed post takes the link down.
+    Result<std::uint32_t> post(ibv_send_wr& wr, bool waited, std::chrono::milliseconds slotWait,
+                               std::span<const std::byte> message);
+    Result<std::uint32_t> postSend(std::span<const std::byte> message, bool waited,
+                                   std::chrono::milliseconds slotWait);
+    Result<std::uint32_t> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                    RemoteBuffer dst, bool waited,
+                                    std::chrono::milliseconds slotWait);
+    Result<void> awaitSlot(std::uint32_t slot, std::chrono::milliseconds wait);
     Result<void> postRecv(std::uint32_t index) noexcept;
     void onCompletionEvent(); // one wakeup of the epoll thread
     void handle(const ibv_wc& wc);

@@ -120,12 +120,13 @@ private:
     // the next one), or the connection aborted.
     bool writeOut(std::uint64_t upTo) SMC_REQUIRES(txMutex_);
     // The pieces (split where our sndbuf and the peer's ring wrap) from what is written to
-    // `upTo`; their count.
+    // `upTo`; their count (0 also if they would not fit: then none is written).
     using Pieces = std::array<LinkGroup::SndbufPiece, LinkGroup::kMaxSndbufPieces>;
     std::size_t piecesTo(std::uint64_t upTo, Pieces& pieces) const SMC_REQUIRES(txMutex_);
     // deliver()'s usual case, one CDC: posted right behind its bytes' WRITEs, before they
-    // complete, then the WRITEs waited for. False if anything failed: then nothing is known to
-    // have gone, and the caller writes and sends again the slow way (which finds out why).
+    // complete, then its completion waited for. False if anything failed: then nothing is
+    // known to have gone, and the caller writes and sends again the slow way (which finds
+    // out why).
     bool writeThenTransmit(std::uint64_t upTo, const Wire& wire) SMC_REQUIRES(txMutex_);
     // Sends the CDC onCdc found owed (a blocking task's; cdcOwed_).
     void flushOwed();

@@ -3,7 +3,6 @@
 #include "smc/conn/smcr_connection.h"
 
 #include <algorithm>
-#include <cassert>
 #include <chrono>
 
 namespace smc::net
@@ -55,11 +54,14 @@ std::size_t SmcrConnection::piecesTo(std::uint64_t upTo, Pieces& pieces) const
 {
     std::size_t count = 0;
     for (std::uint64_t at = written_.load(std::memory_order_relaxed); at < upTo;) {
+        // At most a sndbuf and at most a ring wait to be written, so two wraps at most;
+        // past that, 0: the caller would announce bytes it never wrote.
+        if (count == pieces.size())
+            return 0;
         const std::size_t from = at % stageBytes_;
         const std::size_t to = at % peerRingSize_;
         const std::size_t n = static_cast<std::size_t>(
             std::min<std::uint64_t>({upTo - at, stageBytes_ - from, peerRingSize_ - to}));
-        assert(count < pieces.size()); // <= a sndbuf and <= a ring: two wraps at most
         pieces[count++] = {from, to, n};
         at += n;
     }
@@ -70,7 +72,8 @@ bool SmcrConnection::writeThenTransmit(std::uint64_t upTo, const Wire& wire)
 {
     Pieces pieces;
     const std::size_t count = piecesTo(upTo, pieces);
-    if (!group_->writeSndbufThenCdc(*conn_, std::span(pieces).first(count), wire))
+    if ((count == 0 && written_.load(std::memory_order_relaxed) < upTo) ||
+        !group_->writeSndbufThenCdc(*conn_, std::span(pieces).first(count), wire))
         return false;
     written_.store(upTo, std::memory_order_release);
     MutexLocker lock(mutex_);
@@ -83,6 +86,11 @@ bool SmcrConnection::writeOut(std::uint64_t upTo)
     Pieces pieces;
     const std::size_t count = piecesTo(upTo, pieces);
     std::uint64_t done = written_.load(std::memory_order_relaxed); // only we advance it
+    if (count == 0 && done < upTo) {
+        MutexLocker lock(mutex_);
+        (void)abort(false); // cannot happen: more waits than a sndbuf or a ring holds
+        return false;
+    }
     for (std::size_t i = 0; i < count; ++i) {
         const auto [from, to, n] = pieces[i];
         std::uint64_t moves = 0;

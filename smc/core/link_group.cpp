@@ -3,7 +3,6 @@
 #include "smc/core/link_group.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <utility>
 
@@ -325,28 +324,15 @@ Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn,
                    ? Result<void>(std::make_error_code(std::errc::not_connected))
                    : Result<void>(ConnErrc::PeerRmbGone);
     const std::uint32_t lkey = conn.sndbuf->registration(slot).lkey;
-    std::array<std::uint64_t, kMaxSndbufPieces> tokens{};
-    std::size_t posted = 0;
-    Result<void> r;
-    for (const SndbufPiece& p : pieces) {
-        if (p.length == 0)
-            continue;
-        Result<std::uint64_t> t = channel->postWrite(conn.sndbuf.data() + p.sndbufOffset, p.length,
-                                                     lkey, rt->vaddr + p.peerOffset, rt->rkey);
-        if (!t) {
-            r = t.error();
-            break;
-        }
-        tokens[posted++] = *t;
-    }
-    if (r) {
-        r = channel->send(cdc);
-        if (r)
-            cdcOut_.fetch_add(1, std::memory_order_relaxed);
-    }
-    for (std::size_t i = 0; i < posted; ++i) // each posted WRITE is awaited, whatever failed
-        if (Result<void> w = channel->awaitWrite(tokens[i]); !w && r)
-            r = w;
+    for (const SndbufPiece& p : pieces)
+        if (p.length > 0)
+            if (Result<void> r = channel->postWrite(conn.sndbuf.data() + p.sndbufOffset, p.length,
+                                                    lkey, rt->vaddr + p.peerOffset, rt->rkey);
+                !r)
+                return r; // those posted before complete on their own
+    Result<void> r = channel->sendAfterWrites(cdc);
+    if (r)
+        cdcOut_.fetch_add(1, std::memory_order_relaxed);
     return r;
 }
 

@@ -233,10 +233,11 @@ public:
                              std::size_t peerOffset, std::size_t length);
     // writeSndbuf() for each piece and sendCdc() at once, on the link the connection rides:
     // the CDC is posted right behind the WRITEs, before they complete (RC delivers it after
-    // their bytes), then the WRITEs are waited for. At most kMaxSndbufPieces pieces. Errors:
-    // theirs (invalid_argument: too many pieces, or the CDC's). On an error the caller cannot
-    // tell what went: the CDC may have gone without the bytes having landed, or not at all.
-    // Blocks as writeSndbuf() and sendCdc() do.
+    // their bytes), then its completion is waited for, which comes after theirs. At most
+    // kMaxSndbufPieces pieces, all checked before anything is posted. Errors: theirs
+    // (invalid_argument: too many pieces, or the CDC's). On an error the caller cannot tell
+    // what went: the bytes may have landed and the CDC too, or not. Blocks as writeSndbuf()
+    // does.
     struct SndbufPiece {
         std::size_t sndbufOffset = 0;
         std::size_t peerOffset = 0;

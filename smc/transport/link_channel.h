@@ -54,20 +54,21 @@ public:
     {
         return std::make_error_code(std::errc::operation_not_supported);
     }
-    // write() in two halves, so that a message sent between them goes right behind the
-    // WRITE (RC delivers it after the WRITE's bytes) instead of after its completion:
-    // postWrite's token goes to awaitWrite exactly once, whatever happens between.
-    // postWrite's errors are write()'s (timed_out: no room to post in time), and it blocks
-    // only for that room; awaitWrite's are write()'s, and it blocks until the completion.
-    // Without a transport's own, postWrite does the whole write().
-    virtual Result<std::uint64_t> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
-                                            std::uint64_t remoteAddr, std::uint32_t rkey)
+    // write() without waiting, so that a message can go right behind the WRITE (RC delivers
+    // it after the WRITE's bytes); sendAfterWrites() sends one and waits for its completion,
+    // which comes after those of the WRITEs posted before it: success means their bytes
+    // landed. Errors: write()'s and send()'s (timed_out: no room to post, or no completion,
+    // in time). postWrite blocks only for room to post. Without a transport's own, postWrite
+    // is write() and sendAfterWrites is send().
+    virtual Result<void> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                   std::uint64_t remoteAddr, std::uint32_t rkey)
     {
-        if (Result<void> r = write(src, length, lkey, remoteAddr, rkey); !r)
-            return r.error();
-        return std::uint64_t{0};
+        return write(src, length, lkey, remoteAddr, rkey);
     }
-    virtual Result<void> awaitWrite(std::uint64_t /*token*/) { return {}; }
+    virtual Result<void> sendAfterWrites(std::span<const std::byte> message)
+    {
+        return send(message);
+    }
     // Take the link down: this end reports onDown; the far end learns it
     // when its transport does (in process at once, over RDMA by the LLC).
     virtual void shutdown() noexcept = 0;

@@ -133,21 +133,18 @@ Result<void> RcChannel::write(const void* src, std::size_t length, std::uint32_t
     return linkLost(link_->rdmaWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait));
 }
 
-Result<std::uint64_t> RcChannel::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
-                                           std::uint64_t remoteAddr, std::uint32_t rkey)
+Result<void> RcChannel::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                                  std::uint64_t remoteAddr, std::uint32_t rkey)
 {
-    Result<std::uint32_t> slot =
-        link_->postWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait);
-    if (!slot) // no send slot in time, or the post failed (the link went)
-        return slot.error() == std::errc::timed_out
-                   ? slot.error()
-                   : std::make_error_code(std::errc::not_connected);
-    return std::uint64_t{*slot};
+    return linkLost(link_->postWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait));
 }
 
-Result<void> RcChannel::awaitWrite(std::uint64_t token)
+Result<void> RcChannel::sendAfterWrites(std::span<const std::byte> message)
 {
-    return linkLost(link_->awaitWrite(static_cast<std::uint32_t>(token), kWriteWait));
+    Result<void> r = link_->sendAndAwait(message, kSlotWait, kWriteWait);
+    if (!r && r.error() == std::errc::message_size)
+        return r; // beyond the link's slots: nothing was posted
+    return linkLost(r);
 }
 
 void RcChannel::shutdown() noexcept

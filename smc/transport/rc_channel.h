@@ -54,9 +54,9 @@ public:
     Result<void> connect(const LinkAddress& peer) override;
     Result<void> write(const void* src, std::size_t length, std::uint32_t lkey,
                        std::uint64_t remoteAddr, std::uint32_t rkey) override;
-    Result<std::uint64_t> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
-                                    std::uint64_t remoteAddr, std::uint32_t rkey) override;
-    Result<void> awaitWrite(std::uint64_t token) override;
+    Result<void> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
+                           std::uint64_t remoteAddr, std::uint32_t rkey) override;
+    Result<void> sendAfterWrites(std::span<const std::byte> message) override;
     // Moves the QP to ERR: this end reports down; the peer hears of it by
     // DELETE_LINK on a surviving link, or when its own sends fail.
     void shutdown() noexcept override;
