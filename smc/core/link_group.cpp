@@ -262,6 +262,36 @@ Result<void> LinkGroup::fillSndbuf(const Connection& conn, std::size_t offset,
     return {};
 }
 
+std::error_code LinkGroup::pieceError(const Connection& conn, const SndbufPiece& p)
+{
+    if (p.sndbufOffset > conn.sndbuf.size() || p.length > conn.sndbuf.size() - p.sndbufOffset)
+        return ConnErrc::SndbufRange;
+    if (!conn.peer_)
+        return ConnErrc::PeerRmbUnknown;
+    // Checked here, not left to the peer's NIC: over RC a remote access error breaks the link,
+    // and failover would carry the same write to the next one.
+    if (p.peerOffset > conn.peer_->bytes || p.length > conn.peer_->bytes - p.peerOffset)
+        return ConnErrc::PeerRmbRange;
+    return {};
+}
+
+Result<LinkGroup::WriteTarget> LinkGroup::writeTarget(const Connection& conn)
+{
+    if (!conn.peer_)
+        return ConnErrc::PeerRmbUnknown;
+    const unsigned slot = conn.link();
+    std::shared_ptr<LinkChannel> channel = llc_->activeChannel(slot);
+    if (!channel)
+        return std::make_error_code(std::errc::not_connected);
+    std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(conn.peer_->row, slot);
+    if (!rt) // deleted by the peer, or not (yet) known on this link
+        return llc_->rtokens().holds(conn.peer_->row)
+                   ? std::make_error_code(std::errc::not_connected)
+                   : std::error_code(ConnErrc::PeerRmbGone);
+    return WriteTarget{std::move(channel), rt->vaddr, rt->rkey,
+                       conn.sndbuf->registration(slot).lkey};
+}
+
 Result<void> LinkGroup::writeSndbuf(const Connection& conn, std::size_t sndbufOffset,
                                     std::size_t peerOffset, std::size_t length)
 {
@@ -270,28 +300,15 @@ Result<void> LinkGroup::writeSndbuf(const Connection& conn, std::size_t sndbufOf
     ReadLocker lock(conn.use_); // the buffers stay ours until we are done
     if (conn.state_ != Connection::State::Open)
         return stateError(conn.state_);
-    if (sndbufOffset > conn.sndbuf.size() || length > conn.sndbuf.size() - sndbufOffset)
-        return ConnErrc::SndbufRange;
-    if (!conn.peer_)
-        return ConnErrc::PeerRmbUnknown;
-    // Checked here, not left to the peer's NIC: over RC a remote access
-    // error breaks the link, and failover would carry the same write to the
-    // next one.
-    if (peerOffset > conn.peer_->bytes || length > conn.peer_->bytes - peerOffset)
-        return ConnErrc::PeerRmbRange;
+    if (std::error_code e = pieceError(conn, {sndbufOffset, peerOffset, length}))
+        return e;
     if (length == 0)
         return {};
-    const unsigned slot = conn.link();
-    std::shared_ptr<LinkChannel> channel = llc_->activeChannel(slot);
-    if (!channel)
-        return std::make_error_code(std::errc::not_connected);
-    std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(conn.peer_->row, slot);
-    if (!rt) // deleted by the peer, or not (yet) known on this link
-        return llc_->rtokens().holds(conn.peer_->row)
-                   ? Result<void>(std::make_error_code(std::errc::not_connected))
-                   : Result<void>(ConnErrc::PeerRmbGone);
-    return channel->write(conn.sndbuf.data() + sndbufOffset, length,
-                          conn.sndbuf->registration(slot).lkey, rt->vaddr + peerOffset, rt->rkey);
+    Result<WriteTarget> t = writeTarget(conn);
+    if (!t)
+        return t.error();
+    return t->channel->write(conn.sndbuf.data() + sndbufOffset, length, t->lkey,
+                             t->vaddr + peerOffset, t->rkey);
 }
 
 Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn,
@@ -306,31 +323,20 @@ Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn,
     ReadLocker lock(conn.use_); // the buffers stay ours until the WRITEs completed
     if (conn.state_ != Connection::State::Open)
         return stateError(conn.state_);
-    if (!conn.peer_)
-        return ConnErrc::PeerRmbUnknown;
-    for (const SndbufPiece& p : pieces) { // all checked before anything is posted
-        if (p.sndbufOffset > conn.sndbuf.size() || p.length > conn.sndbuf.size() - p.sndbufOffset)
-            return ConnErrc::SndbufRange;
-        if (p.peerOffset > conn.peer_->bytes || p.length > conn.peer_->bytes - p.peerOffset)
-            return ConnErrc::PeerRmbRange;
-    }
-    const unsigned slot = conn.link();
-    std::shared_ptr<LinkChannel> channel = llc_->activeChannel(slot);
-    if (!channel)
-        return std::make_error_code(std::errc::not_connected);
-    std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(conn.peer_->row, slot);
-    if (!rt)
-        return llc_->rtokens().holds(conn.peer_->row)
-                   ? Result<void>(std::make_error_code(std::errc::not_connected))
-                   : Result<void>(ConnErrc::PeerRmbGone);
-    const std::uint32_t lkey = conn.sndbuf->registration(slot).lkey;
+    for (const SndbufPiece& p : pieces) // all checked before anything is posted
+        if (std::error_code e = pieceError(conn, p))
+            return e;
+    Result<WriteTarget> t = writeTarget(conn);
+    if (!t)
+        return t.error();
     for (const SndbufPiece& p : pieces)
         if (p.length > 0)
-            if (Result<void> r = channel->postWrite(conn.sndbuf.data() + p.sndbufOffset, p.length,
-                                                    lkey, rt->vaddr + p.peerOffset, rt->rkey);
+            if (Result<void> r =
+                    t->channel->postWrite(conn.sndbuf.data() + p.sndbufOffset, p.length, t->lkey,
+                                          t->vaddr + p.peerOffset, t->rkey);
                 !r)
                 return r; // those posted before complete on their own
-    Result<void> r = channel->sendAfterWrites(cdc);
+    Result<void> r = t->channel->sendAfterWrites(cdc);
     if (r)
         cdcOut_.fetch_add(1, std::memory_order_relaxed);
     return r;

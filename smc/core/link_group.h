@@ -310,6 +310,18 @@ private:
     void cdcReceived(unsigned slot, std::span<const std::byte> message) override;
 
     void armIdleTimer();
+    // The data path's checks, with conn.use_ held and the connection Open: a piece's error
+    // (SndbufRange, PeerRmbUnknown, PeerRmbRange), and where the connection's WRITEs go now
+    // (not_connected: no active link or its rtoken not known there yet; PeerRmbGone).
+    struct WriteTarget {
+        std::shared_ptr<LinkChannel> channel;
+        std::uint64_t vaddr = 0; // the peer RMB's, on that link
+        std::uint32_t rkey = 0;
+        std::uint32_t lkey = 0; // our sndbuf's, on that link
+    };
+    static std::error_code pieceError(const Connection& conn, const SndbufPiece& piece)
+        SMC_REQUIRES_SHARED(conn.use_);
+    Result<WriteTarget> writeTarget(const Connection& conn) SMC_REQUIRES_SHARED(conn.use_);
     // Open -> `to` (Closed or Ended), after the writes in flight on it. The
     // state it had: if not Open, its buffers are someone else's to release.
     static Connection::State endConnection(Connection& conn, Connection::State to);
