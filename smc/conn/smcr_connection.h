@@ -123,10 +123,10 @@ private:
     // `upTo`; their count (0 also if they would not fit: then none is written).
     using Pieces = std::array<LinkGroup::SndbufPiece, LinkGroup::kMaxSndbufPieces>;
     std::size_t piecesTo(std::uint64_t upTo, Pieces& pieces) const SMC_REQUIRES(txMutex_);
-    // deliver()'s usual case, one CDC: posted right behind its bytes' WRITEs, before they
-    // complete, then its completion waited for. False if anything failed: then nothing is
-    // known to have gone, and the caller writes and sends again the slow way (which finds
-    // out why).
+    // deliver()'s usual case, one CDC with bytes to write: posted right behind their WRITEs,
+    // before they complete, then its completion waited for. False if there are no bytes, or
+    // if anything failed: then nothing is known to have gone, and the caller writes and sends
+    // again the slow way (which finds out why; a CDC alone it sends without waiting).
     bool writeThenTransmit(std::uint64_t upTo, const Wire& wire) SMC_REQUIRES(txMutex_);
     // Sends the CDC onCdc found owed (a blocking task's; cdcOwed_).
     void flushOwed();

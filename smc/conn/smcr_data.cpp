@@ -72,8 +72,8 @@ bool SmcrConnection::writeThenTransmit(std::uint64_t upTo, const Wire& wire)
 {
     Pieces pieces;
     const std::size_t count = piecesTo(upTo, pieces);
-    if ((count == 0 && written_.load(std::memory_order_relaxed) < upTo) ||
-        !group_->writeSndbufThenCdc(*conn_, std::span(pieces).first(count), wire))
+    // No bytes to write (a window update, say): sendCdc, which does not wait for completion.
+    if (count == 0 || !group_->writeSndbufThenCdc(*conn_, std::span(pieces).first(count), wire))
         return false;
     written_.store(upTo, std::memory_order_release);
     MutexLocker lock(mutex_);
