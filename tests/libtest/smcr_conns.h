@@ -122,6 +122,36 @@ inline std::uint64_t drain(SmcrConnection& c, std::uint64_t total, std::uint32_t
     return got;
 }
 
+// Sends bytes [from, from + n) of the stream of `seed`, blocking, in as many calls as it
+// takes (each at most a sndbuf).
+inline void sendRange(SmcrConnection& c, std::uint64_t from, std::size_t n, bool hold,
+                      std::uint32_t seed)
+{
+    std::vector<std::byte> b(n);
+    for (std::size_t i = 0; i < n; ++i)
+        b[i] = at(from + i, seed);
+    for (std::size_t off = 0; off < n;) {
+        Result<std::size_t> r = c.send(std::span(b).subspan(off), soon(), false, hold);
+        ASSERT_TRUE(r) << r.error().message();
+        ASSERT_GT(*r, 0u);
+        off += *r;
+    }
+}
+
+// Reads bytes [from, from + n) of the stream of `seed` and checks each.
+inline void expectRange(SmcrConnection& c, std::uint64_t from, std::size_t n, std::uint32_t seed)
+{
+    std::vector<std::byte> got(n);
+    for (std::size_t off = 0; off < n;) {
+        Result<std::size_t> g = c.recv(std::span(got).subspan(off), soon(), false);
+        ASSERT_TRUE(g) << g.error().message();
+        ASSERT_GT(*g, 0u) << "the end came after " << from + off << " bytes";
+        off += *g;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], at(from + i, seed)) << "byte " << from + i;
+}
+
 inline void expectPoolsEmpty(Pair& p)
 {
     for (test::GroupSide* side : {&p.server, &p.client}) {

@@ -121,32 +121,11 @@ std::uint64_t clientWrites(Pair& p)
 TEST_F(SmcrConnections, HeldSendsLeaveInOneWriteWithTheirCdc)
 {
     ASSERT_TRUE(opened(65536, 16384)); // a sndbuf a quarter of the peer's ring
-    std::vector<std::byte> out(100);
-    std::vector<std::byte> in(65536);
-    std::uint64_t pos = 0;
+    constexpr std::uint32_t kSeed = 5;
+    std::uint64_t pos = 0; // where the next send starts in the stream
     const auto sendAt = [&](std::size_t n, bool hold) {
-        out.resize(n);
-        for (std::size_t i = 0; i < n; ++i)
-            out[i] = at(pos + i, 5);
-        for (std::size_t sent = 0; sent < n;) { // at most a sndbuf at a time
-            Result<std::size_t> r =
-                c.client->send(std::span(out).subspan(sent), soon(), false, hold);
-            ASSERT_TRUE(r) << r.error().message();
-            ASSERT_GT(*r, 0u);
-            sent += *r;
-        }
+        sendRange(*c.client, pos, n, hold, kSeed);
         pos += n;
-    };
-    const auto readAll = [&](std::uint64_t from, std::size_t n) {
-        for (std::size_t got = 0; got < n;) {
-            Result<std::size_t> r =
-                c.server->recv(std::span(in).subspan(got, n - got), soon(), false);
-            ASSERT_TRUE(r) << r.error().message();
-            ASSERT_GT(*r, 0u);
-            got += *r;
-        }
-        for (std::size_t i = 0; i < n; ++i)
-            ASSERT_EQ(in[i], at(from + i, 5)) << "byte " << from + i;
     };
 
     const std::uint64_t before = clientWrites(p);
@@ -156,7 +135,7 @@ TEST_F(SmcrConnections, HeldSendsLeaveInOneWriteWithTheirCdc)
     EXPECT_FALSE(c.server->readable());
     ASSERT_NO_FATAL_FAILURE(sendAt(100, /*hold=*/false));
     EXPECT_EQ(clientWrites(p), before + 1) << "17 sends, one RDMA WRITE";
-    ASSERT_NO_FATAL_FAILURE(readAll(0, 1700));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1700, kSeed));
 
     // 3 x 7000 held bytes fill the 16 KiB sndbuf: the first ones are written to make room,
     // still unannounced; the push writes the rest across the sndbuf's wrap.
@@ -165,14 +144,14 @@ TEST_F(SmcrConnections, HeldSendsLeaveInOneWriteWithTheirCdc)
     EXPECT_GT(clientWrites(p), before + 1) << "the full sndbuf was written";
     EXPECT_FALSE(c.server->readable()) << "but not announced";
     ASSERT_NO_FATAL_FAILURE(sendAt(10, /*hold=*/false));
-    ASSERT_NO_FATAL_FAILURE(readAll(1700, 21010));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 1700, 21010, kSeed));
 
     // Round the peer's ring, each push a different size.
     for (std::size_t n : {std::size_t{40000}, std::size_t{9}, std::size_t{16384}, std::size_t{3}}) {
         const std::uint64_t from = pos;
         ASSERT_NO_FATAL_FAILURE(sendAt(n / 2 + 1, /*hold=*/true));
         ASSERT_NO_FATAL_FAILURE(sendAt(n / 2, /*hold=*/false));
-        ASSERT_NO_FATAL_FAILURE(readAll(from, pos - from));
+        ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, from, pos - from, kSeed));
     }
     ConnectionInfo info;
     c.client->fillInfo(info);

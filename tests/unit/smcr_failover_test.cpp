@@ -33,39 +33,15 @@ protected:
     }
 };
 
+// The stream these tests send.
+constexpr std::uint32_t kSeed = 3;
+
 // The client's flow token: failover of the client's group waits for it.
 std::optional<LinkGroup::Handshake> holdFailover(test::smcr::Pair& p)
 {
     Result<LinkGroup::Handshake> h = p.client.group->beginHandshake(16384, 16384);
     EXPECT_TRUE(h) << h.error().message();
     return h ? std::optional<LinkGroup::Handshake>(std::move(*h)) : std::nullopt;
-}
-
-// Sends bytes [from, from + n) of the stream of `seed`, blocking, in as many calls as it takes.
-void sendRange(SmcrConnection& c, std::uint64_t from, std::size_t n, bool hold)
-{
-    std::vector<std::byte> b(n);
-    for (std::size_t i = 0; i < n; ++i)
-        b[i] = at(from + i, 3);
-    for (std::size_t off = 0; off < n;) {
-        Result<std::size_t> r = c.send(std::span(b).subspan(off), soon(), false, hold);
-        ASSERT_TRUE(r) << r.error().message();
-        off += *r;
-    }
-}
-
-// Reads bytes [from, from + n) of the stream and checks each.
-void expectRange(SmcrConnection& c, std::uint64_t from, std::size_t n)
-{
-    std::vector<std::byte> got(n);
-    for (std::size_t off = 0; off < n;) {
-        Result<std::size_t> g = c.recv(std::span(got).subspan(off), soon(), false);
-        ASSERT_TRUE(g) << g.error().message();
-        ASSERT_GT(*g, 0u) << "the end came after " << from + off << " bytes";
-        off += *g;
-    }
-    for (std::size_t i = 0; i < n; ++i)
-        ASSERT_EQ(got[i], at(from + i, 3)) << "byte " << from + i;
 }
 
 // A send on a lost link is kept in our sndbuf (the CDC that would announce it is not sent
@@ -80,7 +56,7 @@ TEST_F(SmcrFailover, NotWritableWhileALostLinkWaitsForFailover)
     ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
     std::array<std::byte, 1000> b{};
     for (std::size_t i = 0; i < b.size(); ++i)
-        b[i] = at(i, 3);
+        b[i] = at(i, kSeed);
     Result<std::size_t> r = c.client->send(b, soon(), true, /*hold=*/false);
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(*r, b.size()) << "kept in the sndbuf, as a TCP socket keeps what it sends";
@@ -90,10 +66,10 @@ TEST_F(SmcrFailover, NotWritableWhileALostLinkWaitsForFailover)
     EXPECT_EQ(r.error(), std::errc::resource_unavailable_try_again);
     hold.reset();
     ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover moved it";
-    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000, kSeed));
     EXPECT_GE(c.server->stats().validations, 1u) << "the resend's validation";
-    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 1000, 1000, false));
-    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 1000, 1000));
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 1000, 1000, false, kSeed));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 1000, 1000, kSeed));
 }
 
 // Held bytes that fill the sndbuf on a lost link: the send that needs the room waits for
@@ -109,11 +85,11 @@ TEST_F(SmcrFailover, HeldBytesThatFillTheSndbufWaitForFailover)
         std::this_thread::sleep_for(100ms);
         hold.reset();
     });
-    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 3 * 7000, /*hold=*/true));
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 3 * 7000, /*hold=*/true, kSeed));
     release.join();
     EXPECT_GE(c.client->stats().moves, 1u);
-    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 21000, 10, /*hold=*/false));
-    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 21010));
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 21000, 10, /*hold=*/false, kSeed));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 21010, kSeed));
 }
 
 // close() on a lost link with a sent byte not written: nothing runs after close, so it waits
@@ -124,14 +100,14 @@ TEST_F(SmcrFailover, CloseOnALostLinkDeliversWhatWasSentThenTheEnd)
     std::optional<LinkGroup::Handshake> hold = holdFailover(p);
     ASSERT_TRUE(hold);
     ASSERT_TRUE(p.client.group->breakLink(c.cc->link()));
-    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 1000, false));
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 1000, false, kSeed));
     std::thread release([&] {
         std::this_thread::sleep_for(100ms);
         hold.reset();
     });
     c.client->close();
     release.join();
-    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000, kSeed));
     std::array<std::byte, 16> tail;
     Result<std::size_t> end = c.server->recv(tail, soon(), false);
     ASSERT_TRUE(end) << end.error().message();
