@@ -253,40 +253,42 @@ Result<void> RcLink::awaitSlot(std::uint32_t slot, std::chrono::milliseconds wai
     return status;
 }
 
-Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milliseconds slotWait)
+Result<void> RcLink::posted(Result<std::uint32_t> slot)
 {
-    Result<std::uint32_t> slot = postSend(message, false, slotWait);
     if (!slot)
         return slot.error();
     return {};
+}
+
+Result<void> RcLink::awaited(Result<std::uint32_t> slot, std::chrono::milliseconds wait)
+{
+    if (!slot)
+        return slot.error();
+    return awaitSlot(*slot, wait);
+}
+
+Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milliseconds slotWait)
+{
+    return posted(postSend(message, false, slotWait));
 }
 
 Result<void> RcLink::sendAndAwait(std::span<const std::byte> message,
                                   std::chrono::milliseconds slotWait,
                                   std::chrono::milliseconds wait)
 {
-    Result<std::uint32_t> slot = postSend(message, true, slotWait);
-    if (!slot)
-        return slot.error();
-    return awaitSlot(*slot, wait);
+    return awaited(postSend(message, true, slotWait), wait);
 }
 
 Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
                                RemoteBuffer dst, std::chrono::milliseconds wait)
 {
-    Result<std::uint32_t> slot = postWrite(src, length, lkey, dst, true, wait);
-    if (!slot)
-        return slot.error();
-    return awaitSlot(*slot, wait);
+    return awaited(postWrite(src, length, lkey, dst, true, wait), wait);
 }
 
 Result<void> RcLink::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
                                RemoteBuffer dst, std::chrono::milliseconds slotWait)
 {
-    Result<std::uint32_t> slot = postWrite(src, length, lkey, dst, false, slotWait);
-    if (!slot)
-        return slot.error();
-    return {};
+    return posted(postWrite(src, length, lkey, dst, false, slotWait));
 }
 
 Result<void> RcLink::forceError() noexcept

@@ -122,6 +122,10 @@ private:
                                     RemoteBuffer dst, bool waited,
                                     std::chrono::milliseconds slotWait);
     Result<void> awaitSlot(std::uint32_t slot, std::chrono::milliseconds wait);
+    // What the public calls return of a post: an unwaited one's error only (its completion
+    // frees the slot), a waited one's completion.
+    static Result<void> posted(Result<std::uint32_t> slot);
+    Result<void> awaited(Result<std::uint32_t> slot, std::chrono::milliseconds wait);
     Result<void> postRecv(std::uint32_t index) noexcept;
     void onCompletionEvent(); // one wakeup of the epoll thread
     void handle(const ibv_wc& wc);
