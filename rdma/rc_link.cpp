@@ -114,6 +114,15 @@ RcLink::~RcLink()
     // Before any member goes: after this no completion callback runs.
     if (const int id = watchId_.load(std::memory_order_acquire); id >= 0)
         executor_->unwatch(id);
+    std::vector<Done> unfinished; // sends whose completion will never be polled now
+    {
+        MutexLocker lock(mutex_);
+        for (Slot& s : slots_)
+            if (s.done)
+                unfinished.push_back(std::move(s.done));
+    }
+    for (Done& d : unfinished)
+        d(false);
 }
 
 Result<void> RcLink::postRecv(std::uint32_t index) noexcept
@@ -158,7 +167,7 @@ Result<std::uint32_t> RcLink::takeSlot(std::chrono::milliseconds wait)
         return std::make_error_code(std::errc::timed_out);
     if (isDown())
         return linkIsDown();
-    slots_[index] = {true, false, false, {}};
+    slots_[index] = {true, false, false, {}, {}};
     return index;
 }
 
@@ -181,7 +190,7 @@ std::uint32_t RcLink::freeSendSlots() const
 }
 
 Result<std::uint32_t> RcLink::post(ibv_send_wr& wr, bool waited, std::chrono::milliseconds slotWait,
-                                   std::span<const std::byte> message)
+                                   std::span<const std::byte> message, Done done)
 {
     Result<std::uint32_t> slot = takeSlot(slotWait);
     if (!slot)
@@ -195,9 +204,10 @@ Result<std::uint32_t> RcLink::post(ibv_send_wr& wr, bool waited, std::chrono::mi
         wr.sg_list = &copy;
         wr.num_sge = 1;
     }
-    if (waited) {
+    if (waited || done) {
         MutexLocker lock(mutex_);
-        slots_[*slot].waited = true;
+        slots_[*slot].waited = waited;
+        slots_[*slot].done = std::move(done);
     }
     wr.wr_id = *slot;
     wr.send_flags |= IBV_SEND_SIGNALED;
@@ -214,14 +224,14 @@ Result<std::uint32_t> RcLink::post(ibv_send_wr& wr, bool waited, std::chrono::mi
 }
 
 Result<std::uint32_t> RcLink::postSend(std::span<const std::byte> message, bool waited,
-                                       std::chrono::milliseconds slotWait)
+                                       std::chrono::milliseconds slotWait, Done done)
 {
     if (message.size() > config_.maxMessage)
         return std::make_error_code(std::errc::message_size);
     ibv_send_wr wr{};
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SOLICITED;
-    return post(wr, waited, slotWait, message);
+    return post(wr, waited, slotWait, message, std::move(done));
 }
 
 Result<std::uint32_t> RcLink::postWrite(const void* src, std::size_t length, std::uint32_t lkey,
@@ -242,7 +252,7 @@ Result<void> RcLink::awaitSlot(std::uint32_t slot, std::chrono::milliseconds wai
 {
     MutexLocker lock(mutex_);
     Slot& s = slots_[slot];
-    if (!slotFreed_.waitFor(lock, wait, [&] { return s.done; })) {
+    if (!slotFreed_.waitFor(lock, wait, [&] { return s.completed; })) {
         s.waited = false; // nobody waits any more: its completion frees the slot
         return std::make_error_code(std::errc::timed_out);
     }
@@ -272,11 +282,10 @@ Result<void> RcLink::send(std::span<const std::byte> message, std::chrono::milli
     return posted(postSend(message, false, slotWait));
 }
 
-Result<void> RcLink::sendAndAwait(std::span<const std::byte> message,
-                                  std::chrono::milliseconds slotWait,
-                                  std::chrono::milliseconds wait)
+Result<void> RcLink::sendThen(std::span<const std::byte> message,
+                              std::chrono::milliseconds slotWait, Done done)
 {
-    return awaited(postSend(message, true, slotWait), wait);
+    return posted(postSend(message, false, slotWait, std::move(done)));
 }
 
 Result<void> RcLink::rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
@@ -323,17 +332,21 @@ void RcLink::handle(const ibv_wc& wc)
             linkDown(r.error());
         return;
     }
+    Done done;
     {
         MutexLocker lock(mutex_);
         Slot& s = slots_[wc.wr_id];
         if (s.waited) {
-            s.done = true; // the waiter frees it
+            s.completed = true; // the waiter frees it
             s.status = status;
         } else {
+            done = std::move(s.done);
             s = {};
         }
     }
     slotFreed_.notify_all();
+    if (done)
+        done(!status);
     if (status)
         linkDown(status);
 }

@@ -79,14 +79,16 @@ public:
     Result<void> rdmaWrite(const void* src, std::size_t length, std::uint32_t lkey,
                            RemoteBuffer dst, std::chrono::milliseconds wait);
     // An RDMA WRITE posted, not waited for (its completion frees its slot), so that a message
-    // can go right behind it; sendAndAwait() then sends one and waits up to `wait` for its
-    // completion, which on RC comes after those of every WRITE posted before it: success
-    // means their bytes landed too. Each holds at most the one slot it waits on, so senders
-    // on many connections cannot starve one another of slots.
+    // can go right behind it: sendThen() sends one without waiting and tells `done` its
+    // completion, which on RC comes after those of every WRITE posted before it, so `true`
+    // means their bytes landed too. `done` runs exactly once unless the post fails: on the
+    // epoll thread, or on the destroying thread (false) for a send still out when the link
+    // goes; it must not block. Both block only for a free slot.
+    using Done = std::function<void(bool landed)>;
     Result<void> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
                            RemoteBuffer dst, std::chrono::milliseconds slotWait);
-    Result<void> sendAndAwait(std::span<const std::byte> message,
-                              std::chrono::milliseconds slotWait, std::chrono::milliseconds wait);
+    Result<void> sendThen(std::span<const std::byte> message, std::chrono::milliseconds slotWait,
+                          Done done);
 
     // Move the QP to ERR: outstanding work flushes and the link goes down.
     Result<void> forceError() noexcept;
@@ -106,18 +108,20 @@ private:
     struct Slot {
         bool busy = false;
         bool waited = false; // a caller waits for this slot's completion
-        bool done = false;
+        bool completed = false;
         std::error_code status;
+        Done done; // sendThen's: told the completion, which frees the slot
     };
 
     Result<std::uint32_t> takeSlot(std::chrono::milliseconds wait);
     // Takes a slot, signals `wr` (a SEND carries `message` in the slot's buffer) and posts
     // it; `waited`: its completion is kept for awaitSlot(), which frees the slot (after a
-    // timeout the completion frees it). A failed post takes the link down.
+    // timeout the completion frees it); `done`: told the completion. A failed post takes the
+    // link down.
     Result<std::uint32_t> post(ibv_send_wr& wr, bool waited, std::chrono::milliseconds slotWait,
-                               std::span<const std::byte> message);
+                               std::span<const std::byte> message, Done done = {});
     Result<std::uint32_t> postSend(std::span<const std::byte> message, bool waited,
-                                   std::chrono::milliseconds slotWait);
+                                   std::chrono::milliseconds slotWait, Done done = {});
     Result<std::uint32_t> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
                                     RemoteBuffer dst, bool waited,
                                     std::chrono::milliseconds slotWait);

@@ -26,6 +26,7 @@ void CdcConnection::announce(std::size_t pending)
 {
     const cdc::CdcMessage m = cdc_.stream.nextCdc(pending);
     cdc_.unannounced = 0; // the producer cursor is in it
+    cdc_.held = false;
     blockedSent_ |= m.producerFlags.writeBlocked;
     stage(m);
 }
@@ -114,9 +115,11 @@ Result<std::size_t> CdcConnection::send(std::span<const std::byte> data, Deadlin
                 cdc_.unannounced += *n;
             }
         }
-        if (cdc_.announceNow(hold, behind)) {
+        if (cdc_.announceNow(hold, behind || announcing(), corkLimit())) {
             announce(data.size() - (n ? *n : 0));
             announced = true;
+        } else if (cdc_.unannounced > 0) {
+            cdc_.held = hold;
         }
     }
     if (announced)

@@ -94,7 +94,16 @@ protected:
     // only while the connection is open); else every byte is copied.
     virtual bool hasViews() const noexcept { return false; }
     virtual std::span<const std::byte> ownRing() const noexcept { return {}; }
-    // A send must wait although the ring has room (SMC-R: a lost link, until failover).
+    // A CDC of ours is still on its way (SMC-R: posted, not completed): a send's bytes may
+    // wait for it, up to corkLimit() of them, if autocorking is on; the transport pushes
+    // them when it completes (CdcState::pushDue).
+    virtual bool announcing() const SMC_REQUIRES(mutex_) { return false; }
+    virtual std::size_t corkLimit() const noexcept
+    {
+        return std::numeric_limits<std::size_t>::max();
+    }
+    // A send must wait although the ring has room (SMC-R: a lost link until failover, a full
+    // sndbuf until completions).
     virtual bool sendStalled() const SMC_REQUIRES(mutex_) { return false; }
     // close() must send a CDC even if its own close action sends none (SMC-R: one owed).
     virtual bool owesCdc() const SMC_REQUIRES(mutex_) { return false; }

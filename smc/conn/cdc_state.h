@@ -2,6 +2,7 @@
 // CdcState: what both SMC data paths keep of a connection's CDC side, and the rules they share.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -29,6 +30,7 @@ struct CdcState {
     bool closed = false;         // close() ran: the buffers are going back
     bool aborted = false;        // the peer broke the protocol or died, or we aborted
     std::size_t unannounced = 0; // produced, not yet in a CDC
+    bool held = false;           // and held back by the sender (MSG_MORE, TCP_CORK)
     std::uint64_t bytesSent = 0;
     std::uint64_t bytesReceived = 0;
     const std::size_t autocorkBytes; // SocketOptions::autocorkBytes
@@ -86,17 +88,22 @@ struct CdcState {
     }
 
     // A send is leaving: whether what is unannounced must be announced now. It waits while
-    // the send holds it back (`hold`: MSG_MORE, corked) or a send queued behind it
-    // (`behind`) will announce it, up to autocorkBytes; never when the peer's ring is full
-    // (only its reading can make room, and it must hear of the bytes to read them).
-    bool announceNow(bool hold, bool behind) const noexcept
+    // the send holds it back (`hold`: MSG_MORE, corked), or, up to min(autocorkBytes,
+    // `limit`), while a send queued behind it or the completion of a CDC on its way
+    // (`behind`) will announce it; never when the peer's ring is full (only its reading can
+    // make room, and it must hear of the bytes to read them).
+    bool announceNow(bool hold, bool behind, std::size_t limit) const noexcept
     {
         if (unannounced == 0 || closed || aborted)
             return false;
         if (stream.sendSpace() == 0)
             return true;
-        return !hold && !(behind && unannounced <= autocorkBytes);
+        return !hold && !(behind && unannounced <= std::min(autocorkBytes, limit));
     }
+
+    // The last CDC on its way completed: what autocorking held waits no more (what the
+    // sender holds back waits on).
+    bool pushDue() const noexcept { return unannounced > 0 && !held && !closed && !aborted; }
 };
 
 } // namespace smc::net

@@ -40,6 +40,12 @@ SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
         self->released_ = true;
         return r.error();
     }
+    {
+        // After the events are set: a move from here on is told, and its resend (txMutex_)
+        // then names the link again.
+        MutexLocker tx(self->txMutex_);
+        self->via_ = self->group_->linkOf(*self->conn_);
+    }
     return c;
 }
 
@@ -51,6 +57,8 @@ SmcrConnection::SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr c
 {
     MutexLocker lock(hook_->mutex);
     hook_->self = this;
+    MutexLocker landed(landedHook_->mutex);
+    landedHook_->self = this;
 }
 
 SmcrConnection::~SmcrConnection()
@@ -83,24 +91,38 @@ void SmcrConnection::stage(const cdc::CdcMessage& m)
 // The bytes first: RC delivers the CDC after the WRITEs posted before it, so it goes right
 // behind them; if that fails, the WRITEs again, each waited for, and a CDC whose bytes could
 // not be written is not sent (after a lost link, resendAfterMove writes them and sends
-// the current cursors on the new one).
+// the current cursors on the new one). Nothing goes between a move and its resend.
 void SmcrConnection::deliver()
 {
     const std::size_t n = std::exchange(staged_, 0);
-    if (n == 0 || (n == 1 && writeThenTransmit(stagedUpTo_, outbox_[0])))
-        return;
-    bool lost = !writeOut(stagedUpTo_);
-    for (std::size_t i = 0; i < n && !lost; ++i)
-        lost = !transmit(outbox_[i]);
-    if (!lost)
+    if (n == 0)
         return;
     bool closing = false;
+    bool lost = false;
+    std::uint64_t moves = 0;
     {
         MutexLocker lock(mutex_);
         closing = cdc_.closed && !cdc_.aborted;
+        lost = moveUnresolved();
+        moves = moves_;
     }
-    if (closing) // close(): no resend follows it, so it sees the failover through itself
-        resendAfterMove(true);
+    if (!lost && !(n == 1 && writeThenTransmit(stagedUpTo_, outbox_[0]))) {
+        lost = !writeOut(stagedUpTo_);
+        for (std::size_t i = 0; i < n && !lost; ++i)
+            lost = !transmit(outbox_[i]);
+    }
+    if (!closing)
+        return;
+    // close(): no resend follows it, so it sees what the link lost through itself.
+    if (!lost) {
+        MutexLocker lock(mutex_);
+        if (awaitLanded(lock, Clock::now() + kCloseFailoverWait) &&
+            landed_.load(std::memory_order_acquire) >= stagedUpTo_)
+            return;
+        if (moves_ == moves)
+            lostLinkAt_ = moves; // a CDC failed on the way: wait for the move
+    }
+    resendAfterMove(true);
 }
 
 // Which CDC the peer has surely processed, from its cursors: it consumed P of our bytes, so
@@ -125,33 +147,26 @@ void SmcrConnection::noteProcessed()
 
 bool SmcrConnection::transmit(const Wire& wire)
 {
-    for (int attempt = 0; attempt < 3; ++attempt) {
-        std::uint64_t moves = 0;
-        {
-            MutexLocker lock(mutex_);
-            moves = moves_; // first: the group changes our link before it counts a move
-        }
-        const unsigned slot = conn_->link();
-        Result<void> r = group_->sendCdc(*conn_, wire);
-        if (r) {
-            MutexLocker lock(mutex_);
-            ++stats_.cdcOut;
-            return true;
-        }
-        // The link went: if failover already moved us, say it on the new one; if not, the
-        // resend after the move sends the current cursors there, and sends wait for it.
-        if (r.error() == std::errc::not_connected && conn_->link() == slot) {
-            MutexLocker lock(mutex_);
-            lostLinkAt_ = moves;
-            return false;
-        }
-        if (r.error() != std::errc::not_connected)
-            break;
+    std::uint64_t moves = 0;
+    {
+        MutexLocker lock(mutex_);
+        moves = moves_; // before the send: a move after it is not a stall
+    }
+    Result<void> r = group_->sendCdc(*conn_, wire, via_);
+    MutexLocker lock(mutex_);
+    if (r) {
+        ++stats_.cdcOut;
+        return true;
+    }
+    // The link went: the resend after the move sends the current cursors on the next one,
+    // and sends wait for it.
+    if (r.error() == std::errc::not_connected) {
+        lostLinkAt_ = moves;
+        return false;
     }
     // A CDC that cannot go while the link stays up (no send slot in time, ...): the peer
     // would never hear of the bytes or the close it carried, so the connection ends here
     // rather than leave both ends waiting.
-    MutexLocker lock(mutex_);
     (void)abort(false);
     return true; // nothing to make up for
 }
@@ -162,30 +177,48 @@ void SmcrConnection::flushOwed()
     {
         MutexLocker lock(mutex_);
         flushPosted_ = false;
-        if (!cdcOwed_ || cdc_.closed) // sent meanwhile, or close() sends its own
+        if (!(cdcOwed_ || pushDue()) || cdc_.closed) // sent meanwhile, or close() sends its own
             return;
         announce();
     }
     deliver();
 }
 
+bool SmcrConnection::pushDue() const
+{
+    return inFlight_ == 0 && cdc_.pushDue();
+}
+
+void SmcrConnection::postFlush()
+{
+    if (std::exchange(flushPosted_, true)) // one task at a time, at most
+        return;
+    group_->executor().postBlocking([h = hook_] {
+        MutexLocker lock(h->mutex);
+        if (h->self != nullptr)
+            h->self->flushOwed();
+    });
+}
+
 void SmcrConnection::wake()
 {
     ++wakes_;
     changed_.notify_all();
+    room_.notify_all();
     if (events_)
         events_.signal();
 }
 
-void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool /*forBytes*/)
+void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes)
 {
+    ConditionVariable& cv = forBytes ? changed_ : room_;
     // In slices: a deadline of Deadline::max() must not overflow the clock's conversions.
     while (wakes_ == mark) {
         const Clock::time_point now = Clock::now();
         if (now >= until)
             return;
         const Clock::duration left = until - now;
-        (void)changed_.waitFor(lock, std::min<Clock::duration>(left, std::chrono::seconds(1)));
+        (void)cv.waitFor(lock, std::min<Clock::duration>(left, std::chrono::seconds(1)));
     }
 }
 
@@ -195,42 +228,34 @@ void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until,
 // flushOwed on a blocking task, as Linux defers it to tx_work when no send slot is free.
 void SmcrConnection::onCdc(std::span<const std::byte> bytes)
 {
-    bool post = false;
-    {
-        MutexLocker lock(mutex_);
-        if (cdc_.closed || cdc_.aborted)
-            return;
-        ++stats_.cdcIn;
-        bool owed = false;
-        Result<cdc::CdcMessage> m = cdc::decodeSmcr(bytes);
-        if (!m) {
+    MutexLocker lock(mutex_);
+    if (cdc_.closed || cdc_.aborted)
+        return;
+    ++stats_.cdcIn;
+    bool owed = false;
+    Result<cdc::CdcMessage> m = cdc::decodeSmcr(bytes);
+    if (!m) {
+        owed = abort(true);
+    } else if (m->producerFlags.failoverValidation) {
+        // §2.7: the peer believes we processed its CDC m->seq; if ours is older, a CDC
+        // was lost and the streams cannot be trusted any more.
+        if (cdc::isStaleSeq(m->seq, lastSeq_))
             owed = abort(true);
-        } else if (m->producerFlags.failoverValidation) {
-            // §2.7: the peer believes we processed its CDC m->seq; if ours is older, a CDC
-            // was lost and the streams cannot be trusted any more.
-            if (cdc::isStaleSeq(m->seq, lastSeq_))
-                owed = abort(true);
-            else
-                ++stats_.validations;
-        } else if (cdc::isStaleSeq(lastSeq_, m->seq)) {
-            ++stats_.cdcStale; // a duplicate or a late one from a failed link (§2.5)
-        } else if (!receive(*m)) {
-            owed = abort(true); // a cursor out of range or backwards: the peer broke the rules
-        } else {
-            lastSeq_ = m->seq;
-            noteProcessed();
-            owed = cdc_.stream.wantConsumerUpdate();
-            wake();
-        }
-        cdcOwed_ = cdcOwed_ || owed;
-        post = owed && !std::exchange(flushPosted_, true); // one task at a time, at most
+        else
+            ++stats_.validations;
+    } else if (cdc::isStaleSeq(lastSeq_, m->seq)) {
+        ++stats_.cdcStale; // a duplicate or a late one from a failed link (§2.5)
+    } else if (!receive(*m)) {
+        owed = abort(true); // a cursor out of range or backwards: the peer broke the rules
+    } else {
+        lastSeq_ = m->seq;
+        noteProcessed();
+        owed = cdc_.stream.wantConsumerUpdate();
+        wake();
     }
-    if (post)
-        group_->executor().postBlocking([h = hook_] {
-            MutexLocker lock(h->mutex);
-            if (h->self != nullptr)
-                h->self->flushOwed();
-        });
+    cdcOwed_ = cdcOwed_ || owed;
+    if (owed)
+        postFlush();
 }
 
 // The group moves us while it takes the old link down, and a write we have in flight on
@@ -257,7 +282,7 @@ void SmcrConnection::onMoved()
 
 void SmcrConnection::resendAfterMove(bool closing)
 {
-    const Deadline until = Clock::now() + kCloseFailoverWait; // closing only
+    const Deadline until = Clock::now() + kCloseFailoverWait;
     for (;;) {
         std::uint64_t produced = 0;
         {
@@ -267,14 +292,25 @@ void SmcrConnection::resendAfterMove(bool closing)
                 if (cdc_.closed || cdc_.aborted)
                     return; // close() sends its own
             } else {
-                // Sent bytes not written yet, and the closing CDC: wait for failover.
-                while (sendStalled() && !cdc_.aborted && Clock::now() < until)
+                // Sent bytes not landed, and the closing CDC: wait for failover.
+                while (lostLinkAt_ == moves_ && !cdc_.aborted && Clock::now() < until)
                     wait(lock, wakes_, until, false);
-                if (sendStalled() || cdc_.aborted || Clock::now() >= until)
+                if (lostLinkAt_ == moves_ || cdc_.aborted)
                     return; // no new link in time, or the group ended: the peer's grace ends it
             }
+            // What we posted on the old link ends once the group takes it down: landed, or
+            // flushed. Only then is landed_ final for it, and none of it can land after
+            // a later byte took its place in our sndbuf.
+            if (!awaitLanded(lock, Clock::now() + kCloseFailoverWait)) {
+                (void)abort(false); // the old link never finished: its posts may land late
+                return;
+            }
+            written_.store(landed_.load(std::memory_order_acquire), std::memory_order_release);
+            rewoundAt_ = moves_;
+            wake();                    // sends may go on again
             produced = cdc_.bytesSent; // stable: sends produce under txMutex_
         }
+        via_ = group_->linkOf(*conn_); // the group switched it before it told us
         // What the old link may not have written (a WRITE it failed, bytes no CDC announced
         // yet) goes again on the new one, from our sndbuf, at the same places; the peer learns
         // of it only from a CDC.
@@ -288,9 +324,8 @@ void SmcrConnection::resendAfterMove(bool closing)
             if ((cdc_.closed && !closing) || cdc_.aborted)
                 return;
             // What may be lost is CDCs: the validation says which one the peer must have
-            // seen, the full CDC after it carries the current cursors. (A send's CDC may have
-            // gone on the new link before these: the peer then processed a newer one than the
-            // validation names, which it accepts.) The peer judges the validation within half
+            // seen, the full CDC after it carries the current cursors. The peer judges the
+            // validation within half
             // the sequence space behind its newest. Once ours is more than that ahead of what
             // its cursors prove (tiny sends it has not read, CDCs that repeat one another), the
             // oldest it can still accept: that is wrong only if more than 32767 of our CDCs
@@ -389,16 +424,30 @@ void SmcrConnection::detach() noexcept
 
 void SmcrConnection::release() noexcept
 {
-    if (!std::exchange(released_, true))
-        (void)group_->closeConnection(*conn_); // an ended one: its buffers went back already
+    if (std::exchange(released_, true))
+        return;
+    {
+        // A WRITE still on its way reads our sndbuf, which the pool may hand out next.
+        MutexLocker lock(mutex_);
+        (void)awaitLanded(lock, Clock::now() + kCloseFailoverWait);
+    }
+    {
+        MutexLocker lock(landedHook_->mutex); // a running completion is done once we have it
+        landedHook_->self = nullptr;
+    }
+    (void)group_->closeConnection(*conn_); // an ended one: its buffers went back already
 }
 
 // --- Observability -------------------------------------------------------------------------
 
 bool SmcrConnection::sendStalled() const
 {
-    // A write the lost link failed: sends wait for failover (onMoved wakes the poller then).
-    return lostLinkAt_ && *lostLinkAt_ == moves_;
+    // A write the lost link failed, or a move not resent yet: sends wait for failover and
+    // its resend (onMoved and the resend's writes wake the poller). A sndbuf full of bytes on
+    // their way: until their completion (onLanded).
+    return (lostLinkAt_ && *lostLinkAt_ == moves_) || moveUnresolved() ||
+           written_.load(std::memory_order_acquire) - landed_.load(std::memory_order_acquire) >=
+               stageBytes_;
 }
 
 int SmcrConnection::enableEvents(int /*pulse*/) noexcept

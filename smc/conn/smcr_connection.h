@@ -2,6 +2,7 @@
 // SmcrConnection: one SMC-R connection's data path over a link group (RDMA WRITE + CDC).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -31,13 +32,16 @@ struct SmcrStats {
 // Each side RDMA-writes into the other's RMB ring (from offset 0: SMC-R has no head), then
 // sends a CDC (44 bytes on the link, LinkGroup::sendCdc) with its new producer cursor; the
 // receiver learns of new bytes only from CDCs. Sent bytes wait in our sndbuf until a CDC
-// announces them: corked sends leave in one RDMA WRITE.
+// announces them: corked sends leave in one RDMA WRITE. Nothing is waited for: the WRITEs and
+// their CDC are posted, and the CDC's completion gives their room in the sndbuf back. While
+// one is on its way, a lone sender's small sends wait in the sndbuf too (autocorking, as
+// Linux's): that completion pushes them.
 //
 // Failover (§2.7): when the group moves the connection to another link, we send the
 // validation CDC (sequence number: the first CDC that announced what the peer's cursors
 // prove it processed, a lower bound of its newest; at most 32767 behind ours) and a full CDC with
-// the current cursors on the new link, after the bytes the old link may not have written (they
-// are still in our sndbuf).
+// the current cursors on the new link, after the bytes no completion said landed (they are
+// still in our sndbuf; first the old link's posts end, so that none of them lands late).
 // The peer's validation is checked against the newest CDC we processed: it claims one we never saw
 // -> out of sync -> abort.
 //
@@ -60,15 +64,16 @@ public:
     ~SmcrConnection() override;
 
     // DataPath, with these SMC-R specifics. send() copies into our sndbuf; the RDMA WRITEs go
-    // with the CDC that announces the bytes, so a send that announces blocks until they
-    // completed, and one that finds the sndbuf full of bytes not written yet writes them
-    // first (then, across a failover, until the new link took them). Besides its own
-    // errors, the group's write errors other than a lost link abort the connection. Any CDC
-    // (a receive's window update too) first writes the bytes it announces. recvView()
-    // copies every byte (the group may take our RMB back when it ends). close() waits for a running
-    // flush of an owed CDC (up to one send-slot wait), for the WRITEs of what it announces, when
-    // the link went with sent bytes not written or its CDC lost up to 10 s for failover to carry
-    // them, and for the peer's DELETE_RKEY answer (up to the LLC timeouts). peerGone(): in a live
+    // with the CDC that announces the bytes, posted, not waited for (a send blocks only for a
+    // send slot). A send that finds the sndbuf full waits for completions, or writes what is
+    // not written yet and waits for that (then, across a failover, until the new link took
+    // them). Besides its own errors, the group's write errors other than a lost link abort
+    // the connection. Any CDC (a receive's window update too) first writes the bytes it
+    // announces. recvView() copies every byte (the group may take our RMB back when it ends).
+    // close() waits for a running flush of an owed CDC (up to one send-slot wait), for the
+    // completion of what it announces and of every WRITE out (up to 10 s each), when the link
+    // went with sent bytes not landed up to 10 s for failover to carry them, and for the
+    // peer's DELETE_RKEY answer (up to the LLC timeouts). peerGone(): in a live
     // group the peer's closing CDC may still be on its way over the link; it gets a grace period
     // (while CDCs keep coming) on the group's executor, then the abort. Never blocks.
     // enableEvents(): an eventfd, -1 if it cannot be made.
@@ -95,7 +100,12 @@ private:
     void deliver() override SMC_REQUIRES(txMutex_);
     Result<void> put(std::size_t at, std::span<const std::byte> bytes, Deadline deadline,
                      bool nonBlocking) override;
-    std::size_t putLimit() const noexcept override { return stageBytes_; }
+    std::size_t putLimit() const noexcept override;
+    bool announcing() const override SMC_REQUIRES(mutex_) { return inFlight_ > 0; }
+    std::size_t corkLimit() const noexcept override
+    {
+        return std::min(stageBytes_, peerRingSize_) / 2;
+    }
     Result<void> take(std::size_t at, std::span<std::byte> into) override;
     bool sendStalled() const override SMC_REQUIRES(mutex_);
     bool owesCdc() const override SMC_REQUIRES(mutex_) { return cdcOwed_; }
@@ -106,9 +116,12 @@ private:
     // The group's events (its threads).
     void onCdc(std::span<const std::byte> bytes);
     void onMoved();
-    // After a move: what the old link may not have written, the validation, a full CDC.
-    // `closing`: close() found the link lost; nothing runs after it, so it waits here (up
-    // to 10 s) for the move, and again if the new link goes too.
+    // The completion of a CDC that announced bytes up to `upTo` (a link's thread; never
+    // blocks): `ok`, they landed and their room in the sndbuf is free again.
+    void onLanded(bool ok, std::uint64_t upTo);
+    // After a move: once the old link's posts ended, what no completion said landed, the
+    // validation, a full CDC. `closing`: close() found the link lost; nothing runs after it,
+    // so it waits here (up to 10 s) for the move, and again if the new link goes too.
     void resendAfterMove(bool closing) SMC_REQUIRES(txMutex_);
     void onEnded();
     // The grace after peerGone() is over: abort unless the close came, wait on if CDCs do.
@@ -124,12 +137,20 @@ private:
     using Pieces = std::array<LinkGroup::SndbufPiece, LinkGroup::kMaxSndbufPieces>;
     std::size_t piecesTo(std::uint64_t upTo, Pieces& pieces) const SMC_REQUIRES(txMutex_);
     // deliver()'s usual case, one CDC with bytes to write: posted right behind their WRITEs,
-    // before they complete, then its completion waited for. False if there are no bytes, or
-    // if anything failed: then nothing is known to have gone, and the caller writes and sends
-    // again the slow way (which finds out why; a CDC alone it sends without waiting).
+    // none waited for (onLanded hears of it). False if there are no bytes, or if anything
+    // failed: then nothing is known to have gone, and the caller writes and sends again the
+    // slow way (which finds out why; a CDC alone it sends without waiting).
     bool writeThenTransmit(std::uint64_t upTo, const Wire& wire) SMC_REQUIRES(txMutex_);
-    // Sends the CDC onCdc found owed (a blocking task's; cdcOwed_).
+    // Waits (up to `until`) for every CDC out to complete; false if one is still out.
+    bool awaitLanded(MutexLocker& lock, Deadline until) SMC_REQUIRES(mutex_);
+    // A move whose resend has not run yet: nothing may be posted before it went back to
+    // what surely landed.
+    bool moveUnresolved() const SMC_REQUIRES(mutex_) { return rewoundAt_ != moves_; }
+    // Sends what is due on a blocking task (flushPosted_): the CDC onCdc found owed
+    // (cdcOwed_), or the bytes autocorking held once the last CDC out completed.
     void flushOwed();
+    bool pushDue() const SMC_REQUIRES(mutex_);
+    void postFlush() SMC_REQUIRES(mutex_);
     // After a peer CDC: which of our CDCs the peer has surely processed (its cursors).
     void noteProcessed() SMC_REQUIRES(mutex_);
     // A CDC to the peer, again on the new link if failover moved us meanwhile. False if a
@@ -145,13 +166,19 @@ private:
     const std::size_t stageBytes_; // our sndbuf: bytes sent, not yet written, at most
 
     // Bytes ever copied into the sndbuf (put(); the one sender's, under CdcConnection's
-    // send lock) and ever RDMA-written (advanced under txMutex_; put() reads it to know the
-    // room it has).
+    // send lock), ever posted for RDMA WRITE (advanced, and after a move taken back to
+    // landed_, under txMutex_) and known to be in the peer's ring (a completion said so;
+    // any thread). The sndbuf holds copied_ - landed_ of them.
     std::uint64_t copied_ = 0;
     std::atomic<std::uint64_t> written_{0};
+    std::atomic<std::uint64_t> landed_{0};
     std::uint64_t stagedUpTo_ SMC_GUARDED_BY(txMutex_) = 0; // the bytes sent when last staged
+    unsigned inFlight_ SMC_GUARDED_BY(mutex_) = 0;          // CDCs posted, completion not told
+    std::uint64_t rewoundAt_ SMC_GUARDED_BY(mutex_) = 0;    // moves_ when written_ last went back
+    LinkGroup::LinkRef via_ SMC_GUARDED_BY(txMutex_);       // the link we post on
 
-    ConditionVariable changed_;
+    ConditionVariable changed_; // receivers wait here
+    ConditionVariable room_;    // senders, close and the resend: room, a move, completions
     // Staged, not yet delivered: at most a failover's validation and the CDC after it.
     std::array<Wire, 2> outbox_ SMC_GUARDED_BY(txMutex_){};
     std::size_t staged_ SMC_GUARDED_BY(txMutex_) = 0;
@@ -185,6 +212,9 @@ private:
         SmcrConnection* self SMC_GUARDED_BY(mutex) = nullptr;
     };
     const std::shared_ptr<Hook> hook_ = std::make_shared<Hook>();
+    // Completions reach us through this one: held only briefly, never across a post, so a
+    // link's thread never waits for a sender that waits for that thread.
+    const std::shared_ptr<Hook> landedHook_ = std::make_shared<Hook>();
     std::optional<Executor::TimerId> graceTimer_ SMC_GUARDED_BY(mutex_);
     std::uint64_t graceCdcIn_ SMC_GUARDED_BY(mutex_) = 0; // CDCs in when it was armed
 };

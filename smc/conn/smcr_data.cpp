@@ -11,29 +11,31 @@ namespace smc::net
 // A send only copies into our sndbuf, at the bytes' place in the stream (a ring of its own
 // size); deliver() writes everything a CDC announces before it goes, so bytes held back by
 // corking leave in one RDMA WRITE (two or three at a wrap) with the CDC that pushes them.
-// Only a sndbuf full of bytes not written yet makes a send write them first.
+// Room comes back when a completion says the bytes landed; a sndbuf that holds bytes not
+// written yet makes a send write them first (and wait for that).
 Result<void> SmcrConnection::put(std::size_t /*at*/, std::span<const std::byte> bytes,
                                  Deadline deadline, bool nonBlocking)
 {
-    // n <= putLimit(): once what waits is written, the bytes fit.
-    if (copied_ + bytes.size() - written_.load(std::memory_order_acquire) > stageBytes_) {
-        for (;;) {
-            {
-                MutexLocker tx(txMutex_);
-                if (writeOut(copied_))
-                    break;
-            }
-            MutexLocker lock(mutex_);
-            if (std::error_code refused = cdc_.sendRefusal())
-                return refused;
-            if (!sendStalled())
-                continue; // moved meanwhile: again, on the new link
-            if (nonBlocking)
-                return std::make_error_code(std::errc::resource_unavailable_try_again);
-            wait(lock, wakes_, deadline, false); // onMoved wakes us
-            if (Clock::now() >= deadline)
-                return std::make_error_code(std::errc::timed_out);
+    // n <= putLimit(): once what waits is written and landed, the bytes fit.
+    while (copied_ + bytes.size() - landed_.load(std::memory_order_acquire) > stageBytes_) {
+        if (written_.load(std::memory_order_acquire) < copied_) {
+            MutexLocker tx(txMutex_);
+            if (writeOut(copied_))
+                continue;
         }
+        MutexLocker lock(mutex_);
+        if (std::error_code refused = cdc_.sendRefusal())
+            return refused;
+        const std::uint64_t mark = wakes_;
+        if (copied_ + bytes.size() - landed_.load(std::memory_order_acquire) <= stageBytes_)
+            break; // landed meanwhile
+        if (written_.load(std::memory_order_acquire) < copied_ && !sendStalled())
+            continue; // moved meanwhile: again, on the new link
+        if (nonBlocking)
+            return std::make_error_code(std::errc::resource_unavailable_try_again);
+        wait(lock, mark, deadline, false); // onLanded and onMoved wake us
+        if (Clock::now() >= deadline)
+            return std::make_error_code(std::errc::timed_out);
     }
     const std::size_t at = copied_ % stageBytes_;
     const std::size_t first = std::min(bytes.size(), stageBytes_ - at);
@@ -48,6 +50,14 @@ Result<void> SmcrConnection::put(std::size_t /*at*/, std::span<const std::byte> 
     }
     copied_ += bytes.size();
     return {};
+}
+
+std::size_t SmcrConnection::putLimit() const noexcept
+{
+    // What is on its way holds its room; what is only copied can be written to make room.
+    const std::uint64_t out =
+        written_.load(std::memory_order_acquire) - landed_.load(std::memory_order_acquire);
+    return out < stageBytes_ ? stageBytes_ - static_cast<std::size_t>(out) : 1;
 }
 
 std::size_t SmcrConnection::piecesTo(std::uint64_t upTo, Pieces& pieces) const
@@ -73,12 +83,55 @@ bool SmcrConnection::writeThenTransmit(std::uint64_t upTo, const Wire& wire)
     Pieces pieces;
     const std::size_t count = piecesTo(upTo, pieces);
     // No bytes to write (a window update, say): sendCdc, which does not wait for completion.
-    if (count == 0 || !group_->writeSndbufThenCdc(*conn_, std::span(pieces).first(count), wire))
+    if (count == 0)
         return false;
+    const std::uint64_t from = written_.load(std::memory_order_relaxed); // only we advance it
+    {
+        MutexLocker lock(mutex_);
+        ++inFlight_;
+    }
+    // Before the post: the completion may come before the post returns.
     written_.store(upTo, std::memory_order_release);
+    auto landed = [h = landedHook_, upTo](bool ok) {
+        MutexLocker lock(h->mutex);
+        if (h->self != nullptr)
+            h->self->onLanded(ok, upTo);
+    };
+    const bool posted =
+        group_->writeSndbufThenCdc(*conn_, via_, std::span(pieces).first(count), wire, landed)
+            .has_value();
     MutexLocker lock(mutex_);
+    if (!posted) {
+        written_.store(from, std::memory_order_release);
+        --inFlight_;
+        room_.notify_all(); // close may wait for the count
+        return false;
+    }
     ++stats_.cdcOut;
     return true;
+}
+
+void SmcrConnection::onLanded(bool ok, std::uint64_t upTo)
+{
+    MutexLocker lock(mutex_);
+    const bool wasFull = sendStalled();
+    if (ok && landed_.load(std::memory_order_relaxed) < upTo)
+        landed_.store(upTo, std::memory_order_release);
+    --inFlight_;
+    // Only senders, close and the resend wait for this: a receiver asleep stays so.
+    ++wakes_;
+    room_.notify_all();
+    if (wasFull && !sendStalled() && events_)
+        events_.signal(); // writable again
+    if (pushDue())
+        postFlush(); // what autocorking held while this was on its way
+}
+
+bool SmcrConnection::awaitLanded(MutexLocker& lock, Deadline until)
+{
+    while (inFlight_ > 0 && Clock::now() < until)
+        wait(lock, wakes_, until, false);
+    return inFlight_ == 0;
 }
 
 bool SmcrConnection::writeOut(std::uint64_t upTo)
@@ -86,23 +139,26 @@ bool SmcrConnection::writeOut(std::uint64_t upTo)
     Pieces pieces;
     const std::size_t count = piecesTo(upTo, pieces);
     std::uint64_t done = written_.load(std::memory_order_relaxed); // only we advance it
-    if (count == 0 && done < upTo) {
+    std::uint64_t moves = 0;
+    {
         MutexLocker lock(mutex_);
-        (void)abort(false); // cannot happen: more waits than a sndbuf or a ring holds
-        return false;
+        if (moveUnresolved())
+            return false; // the resend writes them, after it went back to what landed
+        moves = moves_;   // before the write: a move after it is not a stall
+        if (count == 0 && done < upTo) {
+            (void)abort(false); // cannot happen: more waits than a sndbuf or a ring holds
+            return false;
+        }
     }
     for (std::size_t i = 0; i < count; ++i) {
         const auto [from, to, n] = pieces[i];
-        std::uint64_t moves = 0;
-        {
-            MutexLocker lock(mutex_);
-            moves = moves_; // before the write: a move after it is not a stall
-        }
-        Result<void> w = group_->writeSndbuf(*conn_, from, to, n);
+        Result<void> w = group_->writeSndbuf(*conn_, via_, from, to, n);
+        // Asked before mutex_: the group holds the connection's lock while it tells onLanded.
+        const bool lost = !w && w.error() == std::errc::not_connected &&
+                          conn_->state() == Connection::State::Open;
+        MutexLocker lock(mutex_);
         if (!w) {
-            MutexLocker lock(mutex_);
-            if (w.error() == std::errc::not_connected &&
-                conn_->state() == Connection::State::Open) {
+            if (lost) {
                 lostLinkAt_ = moves;
                 return false;
             }
@@ -110,8 +166,11 @@ bool SmcrConnection::writeOut(std::uint64_t upTo)
                 (void)abort(false); // ended, or a write the group refuses: no way on
             return false;
         }
+        // On RC its completion came after those of everything posted before it on the link.
         done += n;
         written_.store(done, std::memory_order_release);
+        if (landed_.load(std::memory_order_relaxed) < done)
+            landed_.store(done, std::memory_order_release);
     }
     return true;
 }

@@ -244,7 +244,7 @@ Result<void> LinkGroup::write(const Connection& conn, std::size_t offset,
 {
     if (Result<void> r = fillSndbuf(conn, offset, data); !r)
         return r;
-    return writeSndbuf(conn, offset, offset, data.size());
+    return writeSndbuf(conn, linkOf(conn), offset, offset, data.size());
 }
 
 Result<void> LinkGroup::fillSndbuf(const Connection& conn, std::size_t offset,
@@ -275,12 +275,19 @@ std::error_code LinkGroup::pieceError(const Connection& conn, const SndbufPiece&
     return {};
 }
 
-Result<LinkGroup::WriteTarget> LinkGroup::writeTarget(const Connection& conn)
+LinkGroup::LinkRef LinkGroup::linkOf(const Connection& conn) const
+{
+    const unsigned slot = conn.link();
+    return {slot, llc_->linkId(slot)};
+}
+
+Result<LinkGroup::WriteTarget> LinkGroup::writeTarget(const Connection& conn, LinkRef via)
 {
     if (!conn.peer_)
         return ConnErrc::PeerRmbUnknown;
-    const unsigned slot = conn.link();
-    std::shared_ptr<LinkChannel> channel = llc_->activeChannel(slot);
+    const unsigned slot = via.slot;
+    std::shared_ptr<LinkChannel> channel =
+        via.id != 0 ? llc_->activeChannel(slot, via.id) : nullptr;
     if (!channel)
         return std::make_error_code(std::errc::not_connected);
     std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(conn.peer_->row, slot);
@@ -292,7 +299,7 @@ Result<LinkGroup::WriteTarget> LinkGroup::writeTarget(const Connection& conn)
                        conn.sndbuf->registration(slot).lkey};
 }
 
-Result<void> LinkGroup::writeSndbuf(const Connection& conn, std::size_t sndbufOffset,
+Result<void> LinkGroup::writeSndbuf(const Connection& conn, LinkRef via, std::size_t sndbufOffset,
                                     std::size_t peerOffset, std::size_t length)
 {
     if (conn.group_ != this)
@@ -304,29 +311,30 @@ Result<void> LinkGroup::writeSndbuf(const Connection& conn, std::size_t sndbufOf
         return e;
     if (length == 0)
         return {};
-    Result<WriteTarget> t = writeTarget(conn);
+    Result<WriteTarget> t = writeTarget(conn, via);
     if (!t)
         return t.error();
     return t->channel->write(conn.sndbuf.data() + sndbufOffset, length, t->lkey,
                              t->vaddr + peerOffset, t->rkey);
 }
 
-Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn,
+Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn, LinkRef via,
                                            std::span<const SndbufPiece> pieces,
-                                           std::span<const std::byte> cdc)
+                                           std::span<const std::byte> cdc,
+                                           LinkChannel::Landed landed)
 {
     if (conn.group_ != this)
         return ConnErrc::UnknownConnection;
     if (pieces.size() > kMaxSndbufPieces || cdc.size() != cdc::kSmcrCdcSize ||
         cdc[0] != std::byte{cdc::kCdcType})
         return std::make_error_code(std::errc::invalid_argument);
-    ReadLocker lock(conn.use_); // the buffers stay ours until the WRITEs completed
+    ReadLocker lock(conn.use_); // the buffers stay ours while we post
     if (conn.state_ != Connection::State::Open)
         return stateError(conn.state_);
     for (const SndbufPiece& p : pieces) // all checked before anything is posted
         if (std::error_code e = pieceError(conn, p))
             return e;
-    Result<WriteTarget> t = writeTarget(conn);
+    Result<WriteTarget> t = writeTarget(conn, via);
     if (!t)
         return t.error();
     for (const SndbufPiece& p : pieces)
@@ -336,7 +344,7 @@ Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn,
                                           t->vaddr + p.peerOffset, t->rkey);
                 !r)
                 return r; // those posted before complete on their own
-    Result<void> r = t->channel->sendAfterWrites(cdc);
+    Result<void> r = t->channel->sendAfterWrites(cdc, std::move(landed));
     if (r)
         cdcOut_.fetch_add(1, std::memory_order_relaxed);
     return r;
@@ -369,7 +377,8 @@ std::uint32_t cdcToken(std::span<const std::byte> m)
 }
 } // namespace
 
-Result<void> LinkGroup::sendCdc(const Connection& conn, std::span<const std::byte> message)
+Result<void> LinkGroup::sendCdc(const Connection& conn, std::span<const std::byte> message,
+                                std::optional<LinkRef> via)
 {
     if (conn.group_ != this)
         return ConnErrc::UnknownConnection;
@@ -378,7 +387,9 @@ Result<void> LinkGroup::sendCdc(const Connection& conn, std::span<const std::byt
     ReadLocker lock(conn.use_); // closeConnection waits for it
     if (conn.state_ != Connection::State::Open)
         return stateError(conn.state_);
-    std::shared_ptr<LinkChannel> channel = llc_->activeChannel(conn.link());
+    std::shared_ptr<LinkChannel> channel =
+        via ? (via->id != 0 ? llc_->activeChannel(via->slot, via->id) : nullptr)
+            : llc_->activeChannel(conn.link());
     if (!channel)
         return std::make_error_code(std::errc::not_connected);
     Result<void> r = channel->send(message);

@@ -222,43 +222,56 @@ public:
     // or the link went), the channel's. Blocks until the write completed
     // (RDMA) or landed (in process).
     Result<void> write(const Connection& conn, std::size_t offset, std::span<const std::byte> data);
+    // A link by its slot and id: a sender that posts without waiting names the link its
+    // earlier posts went on, so that none goes on another link before it knows which of them
+    // landed (failover changes Connection::link() at any time), nor on a later link in the
+    // same slot. linkOf(): the one the connection rides now (id 0: none).
+    struct LinkRef {
+        unsigned slot = 0;
+        std::uint8_t id = 0;
+    };
+    LinkRef linkOf(const Connection& conn) const;
     // write() in two steps, for a sender that gathers bytes before it writes them:
     // fillSndbuf copies `data` into the connection's sndbuf at `offset` (errors:
     // UnknownConnection, Closed, not_connected (ended), SndbufRange; does not block), and
     // writeSndbuf RDMA-WRITEs `length` bytes of the sndbuf from `sndbufOffset` to
-    // `peerOffset` of the peer's RMB (errors and blocking as write()).
+    // `peerOffset` of the peer's RMB on link `via` (errors and blocking as write();
+    // not_connected also when that link is gone).
     Result<void> fillSndbuf(const Connection& conn, std::size_t offset,
                             std::span<const std::byte> data);
-    Result<void> writeSndbuf(const Connection& conn, std::size_t sndbufOffset,
+    Result<void> writeSndbuf(const Connection& conn, LinkRef via, std::size_t sndbufOffset,
                              std::size_t peerOffset, std::size_t length);
-    // writeSndbuf() for each piece and sendCdc() at once, on the link the connection rides:
-    // the CDC is posted right behind the WRITEs, before they complete (RC delivers it after
-    // their bytes), then its completion is waited for, which comes after theirs. At most
-    // kMaxSndbufPieces pieces, all checked before anything is posted. Errors: theirs
-    // (invalid_argument: too many pieces, or the CDC's). On an error the caller cannot tell
-    // what went: the bytes may have landed and the CDC too, or not. Blocks as writeSndbuf()
-    // does.
+    // writeSndbuf() for each piece and sendCdc() at once, on link `via`, none waited for: the CDC
+    // is posted right behind the WRITEs (RC delivers it after their bytes), and `landed` is told
+    // its completion, which comes after theirs (true: the bytes and the CDC landed). The sndbuf's
+    // bytes must stay as they are until then. At most kMaxSndbufPieces pieces, all checked before
+    // anything is posted. Errors: theirs (invalid_argument: too many pieces, or the CDC's); then
+    // `landed` is never told, and the caller cannot tell what went: some WRITEs may have. `landed`
+    // runs once otherwise, possibly before this returns, on the thread that sees the completion; it
+    // must not block. Blocks only for room to post.
     struct SndbufPiece {
         std::size_t sndbufOffset = 0;
         std::size_t peerOffset = 0;
         std::size_t length = 0;
     };
     static constexpr std::size_t kMaxSndbufPieces = 3;
-    Result<void> writeSndbufThenCdc(const Connection& conn, std::span<const SndbufPiece> pieces,
-                                    std::span<const std::byte> cdc);
+    Result<void> writeSndbufThenCdc(const Connection& conn, LinkRef via,
+                                    std::span<const SndbufPiece> pieces,
+                                    std::span<const std::byte> cdc, LinkChannel::Landed landed);
     // Copies into.size() bytes from `offset` of the connection's own RMB
     // (what the peer wrote there), while the RMB is surely still ours: the
     // group's end waits for the copy. Errors: UnknownConnection, Closed,
     // not_connected (ended), invalid_argument (beyond the RMB). Does not block.
     Result<void> readRmb(const Connection& conn, std::size_t offset, std::span<std::byte> into);
     // A CDC message (SMC-R, 44 bytes, built by the caller: core does not
-    // look inside) to the peer, on the link the connection rides now. Sent
+    // look inside) to the peer, on the link the connection rides now (or `via`). Sent
     // after a write() returned, it reaches the peer after the written bytes
     // (the write completed first). Errors: UnknownConnection, Closed,
     // invalid_argument (not 44 bytes or byte 0 not 0xFE), not_connected
     // (group ended, or the link went: retry once `moved` was told), the
     // channel's. Blocks for a send slot (RDMA; in process it does not).
-    Result<void> sendCdc(const Connection& conn, std::span<const std::byte> message);
+    Result<void> sendCdc(const Connection& conn, std::span<const std::byte> message,
+                         std::optional<LinkRef> via = std::nullopt);
     // The handlers for one connection's CDC messages, failover moves and end
     // (see ConnectionEvents; empty ones: nothing is told). Replacing them,
     // also with {}, waits for a handler that runs now, so once this returns
@@ -321,7 +334,8 @@ private:
     };
     static std::error_code pieceError(const Connection& conn, const SndbufPiece& piece)
         SMC_REQUIRES_SHARED(conn.use_);
-    Result<WriteTarget> writeTarget(const Connection& conn) SMC_REQUIRES_SHARED(conn.use_);
+    Result<WriteTarget> writeTarget(const Connection& conn, LinkRef via)
+        SMC_REQUIRES_SHARED(conn.use_);
     // Open -> `to` (Closed or Ended), after the writes in flight on it. The
     // state it had: if not Open, its buffers are someone else's to release.
     static Connection::State endConnection(Connection& conn, Connection::State to);

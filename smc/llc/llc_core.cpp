@@ -341,10 +341,11 @@ std::optional<unsigned> LlcCore::activate(unsigned slot, GroupType newType)
     return std::nullopt;
 }
 
-std::shared_ptr<LinkChannel> LlcCore::activeChannel(unsigned slot) const
+std::shared_ptr<LinkChannel> LlcCore::activeChannel(unsigned slot, std::uint8_t linkId) const
 {
     MutexLocker lock(mutex_);
-    return links_[slot].state == LinkState::Active ? links_[slot].channel : nullptr;
+    const bool wanted = linkId == 0 || links_[slot].linkId == linkId;
+    return links_[slot].state == LinkState::Active && wanted ? links_[slot].channel : nullptr;
 }
 
 std::optional<unsigned> LlcCore::anyActive() const

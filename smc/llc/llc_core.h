@@ -215,7 +215,8 @@ public:
     std::optional<unsigned> activate(unsigned slot, GroupType newType);
 
     // Observability and the data path (each takes the lock for itself).
-    std::shared_ptr<LinkChannel> activeChannel(unsigned slot) const;
+    // `linkId`: only if the link there has that id (0: any).
+    std::shared_ptr<LinkChannel> activeChannel(unsigned slot, std::uint8_t linkId = 0) const;
     std::optional<unsigned> anyActive() const;
 
 private:

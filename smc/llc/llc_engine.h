@@ -84,10 +84,10 @@ public:
         return rkeys_.deleteRkey(rmb);
     }
 
-    // Data path: the channel of `slot` if it is ACTIVE.
-    std::shared_ptr<LinkChannel> activeChannel(unsigned slot) const
+    // Data path: the channel of `slot` if it is ACTIVE (and, unless 0, has that link id).
+    std::shared_ptr<LinkChannel> activeChannel(unsigned slot, std::uint8_t linkId = 0) const
     {
-        return core_.activeChannel(slot);
+        return core_.activeChannel(slot, linkId);
     }
     // Slots that are ACTIVE, and their link ids.
     struct SlotView {

@@ -3,6 +3,7 @@
 #include "smc/transport/inproc_channel.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace smc
 {
@@ -40,6 +41,13 @@ InprocChannel::~InprocChannel()
         }
     }
     delivery_.close(); // no delivery runs after this
+    std::vector<Landed> held;
+    {
+        MutexLocker lock(mutex_);
+        held.swap(held_);
+    }
+    for (Landed& l : held)
+        l(false);
 }
 
 void InprocChannel::start(Callbacks callbacks)
@@ -112,6 +120,39 @@ Result<void> InprocChannel::write(const void* src, std::size_t length, std::uint
     return {};
 }
 
+Result<void> InprocChannel::sendAfterWrites(std::span<const std::byte> message, Landed landed)
+{
+    if (Result<void> r = send(message); !r)
+        return r;
+    {
+        MutexLocker lock(mutex_);
+        if (holding_) {
+            held_.push_back(std::move(landed));
+            return {};
+        }
+    }
+    landed(true);
+    return {};
+}
+
+void InprocChannel::holdCompletions(bool on) noexcept
+{
+    MutexLocker lock(mutex_);
+    holding_ = on;
+}
+
+void InprocChannel::releaseCompletions()
+{
+    std::vector<Landed> held;
+    {
+        MutexLocker lock(mutex_);
+        held.swap(held_);
+    }
+    const bool up = isUp();
+    for (Landed& l : held)
+        l(up);
+}
+
 void InprocChannel::enqueue(std::vector<std::byte> bytes, std::chrono::milliseconds delay)
 {
     {
@@ -127,6 +168,7 @@ void InprocChannel::enqueue(std::vector<std::byte> bytes, std::chrono::milliseco
 
 void InprocChannel::markDown(bool afterArrived) noexcept
 {
+    std::vector<Landed> held;
     {
         MutexLocker lock(mutex_);
         if (!downPending_ && afterArrived) {
@@ -135,8 +177,14 @@ void InprocChannel::markDown(bool afterArrived) noexcept
                 queue_.begin(), queue_.end(), [&](const Item& i) { return i.due <= now; }));
         }
         downPending_ = true;
+        held.swap(held_);
     }
     delivery_.post([this] { deliver(); });
+    if (!held.empty()) // flushed, after the down is reported
+        delivery_.post([held = std::move(held)]() mutable {
+            for (Landed& l : held)
+                l(false);
+        });
 }
 
 void InprocChannel::shutdown() noexcept

@@ -7,7 +7,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "base/executor.h"
 #include "base/mutex.h"
@@ -42,6 +44,8 @@ public:
     Result<void> send(std::span<const std::byte> message) override;
     Result<void> write(const void* src, std::size_t length, std::uint32_t lkey,
                        std::uint64_t remoteAddr, std::uint32_t rkey) override;
+    // send(), then `landed` is told at once, unless completions are held (below).
+    Result<void> sendAfterWrites(std::span<const std::byte> message, Landed landed) override;
     void shutdown() noexcept override;
     void close() noexcept override; // the peer gets what arrived before its down
     bool isUp() const noexcept override;
@@ -54,6 +58,11 @@ public:
     void setRemoteWriter(RemoteWriter writer) { writer_ = std::move(writer); }
 
     Faults& faults() noexcept { return faults_; }
+    // While held, sendAfterWrites keeps its completions, as an RDMA link has them later:
+    // releaseCompletions() tells them (landed while the link is up), the link going down
+    // tells them "not landed" on the delivery queue, as a flush does.
+    void holdCompletions(bool on) noexcept;
+    void releaseCompletions();
     std::uint64_t delivered() const noexcept { return delivered_.load(); }
     // RDMA WRITEs that reached the NIC (landed or refused).
     std::uint64_t writes() const noexcept { return writes_.load(); }
@@ -86,6 +95,8 @@ private:
     bool downPending_ SMC_GUARDED_BY(mutex_) = false;
     bool downReported_ SMC_GUARDED_BY(mutex_) = false;
     std::size_t arrivedBeforeDown_ SMC_GUARDED_BY(mutex_) = 0; // to deliver before the down
+    bool holding_ SMC_GUARDED_BY(mutex_) = false;
+    std::vector<Landed> held_ SMC_GUARDED_BY(mutex_);
     std::atomic<std::uint64_t> delivered_{0};
     std::atomic<std::uint64_t> writes_{0};
     SerialQueue delivery_; // last: closed first, while the rest still exists

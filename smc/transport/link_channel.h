@@ -55,19 +55,25 @@ public:
         return std::make_error_code(std::errc::operation_not_supported);
     }
     // write() without waiting, so that a message can go right behind the WRITE (RC delivers
-    // it after the WRITE's bytes); sendAfterWrites() sends one and waits for its completion,
-    // which comes after those of the WRITEs posted before it: success means their bytes
-    // landed. Errors: write()'s and send()'s (timed_out: no room to post, or no completion,
-    // in time). postWrite blocks only for room to post. Without a transport's own, postWrite
-    // is write() and sendAfterWrites is send().
+    // it after the WRITE's bytes); sendAfterWrites() sends one without waiting and tells
+    // `landed` its completion, which comes after those of the WRITEs posted before it: true
+    // means their bytes landed. `landed` runs exactly once unless the call fails, possibly
+    // before it returns, on whatever thread sees the completion; it must not block. Errors:
+    // write()'s and send()'s (timed_out: no room to post in time). Both block only for room
+    // to post. Without a transport's own, postWrite is write() and sendAfterWrites is send()
+    // followed by `landed(true)`.
+    using Landed = std::function<void(bool landed)>;
     virtual Result<void> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
                                    std::uint64_t remoteAddr, std::uint32_t rkey)
     {
         return write(src, length, lkey, remoteAddr, rkey);
     }
-    virtual Result<void> sendAfterWrites(std::span<const std::byte> message)
+    virtual Result<void> sendAfterWrites(std::span<const std::byte> message, Landed landed)
     {
-        return send(message);
+        Result<void> r = send(message);
+        if (r)
+            landed(true);
+        return r;
     }
     // Take the link down: this end reports onDown; the far end learns it
     // when its transport does (in process at once, over RDMA by the LLC).

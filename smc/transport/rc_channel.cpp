@@ -139,9 +139,9 @@ Result<void> RcChannel::postWrite(const void* src, std::size_t length, std::uint
     return linkLost(link_->postWrite(src, length, lkey, {remoteAddr, rkey}, kWriteWait));
 }
 
-Result<void> RcChannel::sendAfterWrites(std::span<const std::byte> message)
+Result<void> RcChannel::sendAfterWrites(std::span<const std::byte> message, Landed landed)
 {
-    Result<void> r = link_->sendAndAwait(message, kSlotWait, kWriteWait);
+    Result<void> r = link_->sendThen(message, kSlotWait, std::move(landed));
     if (!r && r.error() == std::errc::message_size)
         return r; // beyond the link's slots: nothing was posted
     return linkLost(r);

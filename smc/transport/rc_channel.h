@@ -56,7 +56,7 @@ public:
                        std::uint64_t remoteAddr, std::uint32_t rkey) override;
     Result<void> postWrite(const void* src, std::size_t length, std::uint32_t lkey,
                            std::uint64_t remoteAddr, std::uint32_t rkey) override;
-    Result<void> sendAfterWrites(std::span<const std::byte> message) override;
+    Result<void> sendAfterWrites(std::span<const std::byte> message, Landed landed) override;
     // Moves the QP to ERR: this end reports down; the peer hears of it by
     // DELETE_LINK on a surviving link, or when its own sends fail.
     void shutdown() noexcept override;

@@ -42,7 +42,8 @@ struct Conns {
     ConnectionPtr sc, cc;
 };
 
-inline Conns open(Pair& p, std::size_t rmb = 65536, std::size_t sndbuf = 65536)
+inline Conns open(Pair& p, std::size_t rmb = 65536, std::size_t sndbuf = 65536,
+                  std::size_t autocork = 0)
 {
     Conns c;
     Result<ConnectionPair> pair = connectLocalPair(*p.server.group, *p.client.group, rmb, sndbuf);
@@ -51,8 +52,8 @@ inline Conns open(Pair& p, std::size_t rmb = 65536, std::size_t sndbuf = 65536)
         return c;
     c.sc = pair->first;
     c.cc = pair->second;
-    auto s = SmcrConnection::create(p.server.group, c.sc, c.cc->token, c.cc->rmb.size());
-    auto k = SmcrConnection::create(p.client.group, c.cc, c.sc->token, c.sc->rmb.size());
+    auto s = SmcrConnection::create(p.server.group, c.sc, c.cc->token, c.cc->rmb.size(), autocork);
+    auto k = SmcrConnection::create(p.client.group, c.cc, c.sc->token, c.sc->rmb.size(), autocork);
     EXPECT_TRUE(s && k);
     if (s)
         c.server = std::move(*s);
@@ -177,12 +178,22 @@ protected:
             c.server->close();
         expectPoolsEmpty(p);
     }
-    // Opens `c` (RMBs of `rmb` bytes, sndbufs of `sndbuf`); false, with a failure recorded,
-    // if it could not.
-    bool opened(std::size_t rmb = 65536, std::size_t sndbuf = 65536)
+    // Opens `c` (RMBs of `rmb` bytes, sndbufs of `sndbuf`, autocorking up to `autocork`
+    // bytes); false, with a failure recorded, if it could not.
+    bool opened(std::size_t rmb = 65536, std::size_t sndbuf = 65536, std::size_t autocork = 0)
     {
-        c = open(p, rmb, sndbuf);
+        c = open(p, rmb, sndbuf, autocork);
         return c.server && c.client;
+    }
+
+    // The client's end of the link in `slot` (in-process links).
+    InprocChannel& clientEnd(unsigned slot)
+    {
+        for (const LinkInfo& l : p.client.group->links())
+            if (l.slot == slot)
+                return *p.fabric().channel(l.local.qpn);
+        ADD_FAILURE() << "no link in slot " << slot;
+        return *p.fabric().channel(p.fabric().lastQpn());
     }
 
     Pair p;

@@ -120,7 +120,8 @@ TEST(Connection, AnEmptyWriteIsANoOpOnceChecked)
 }
 
 // The WRITEs and the CDC behind them in one call: every piece checked before anything goes
-// (a bad one sends nothing), then the pieces land where they say and the CDC is taken.
+// (a bad one sends nothing, and is never told landed), a link that is not the named one
+// takes nothing, then the pieces land where they say, the CDC is taken and told landed.
 TEST(Connection, WritesThenACdcCheckEveryPieceFirst)
 {
     Pair p;
@@ -132,24 +133,44 @@ TEST(Connection, WritesThenACdcCheckEveryPieceFirst)
     cdc[1] = std::byte{44};
     using Piece = LinkGroup::SndbufPiece;
     LinkGroup& g = *p.client.group;
+    const LinkGroup::LinkRef via = g.linkOf(*cc);
+    ASSERT_NE(via.id, 0);
+    int told = 0, landed = 0;
+    auto onLanded = [&](bool ok) {
+        ++told;
+        landed += ok;
+    };
     const std::uint64_t writes = clientWrites(p), cdcs = g.stats().cdcOut;
     const std::array<Piece, 2> badPeer{Piece{0, 0, 8}, Piece{8, 16384 - 4, 8}};
-    EXPECT_EQ(g.writeSndbufThenCdc(*cc, badPeer, cdc).error(), ConnErrc::PeerRmbRange);
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, via, badPeer, cdc, onLanded).error(),
+              ConnErrc::PeerRmbRange);
     const std::array<Piece, 1> badSndbuf{Piece{16384 - 4, 0, 8}};
-    EXPECT_EQ(g.writeSndbufThenCdc(*cc, badSndbuf, cdc).error(), ConnErrc::SndbufRange);
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, via, badSndbuf, cdc, onLanded).error(),
+              ConnErrc::SndbufRange);
     const std::array<Piece, 4> tooMany{};
-    EXPECT_EQ(g.writeSndbufThenCdc(*cc, tooMany, cdc).error(), std::errc::invalid_argument);
-    EXPECT_EQ(g.writeSndbufThenCdc(*cc, {}, std::span(cdc).first(43)).error(),
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, via, tooMany, cdc, onLanded).error(),
               std::errc::invalid_argument);
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, via, {}, std::span(cdc).first(43), onLanded).error(),
+              std::errc::invalid_argument);
+    const LinkGroup::LinkRef gone{via.slot, static_cast<std::uint8_t>(via.id + 1)};
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, gone, badSndbuf, cdc, onLanded).error(),
+              ConnErrc::SndbufRange);
+    const std::array<Piece, 1> one{Piece{0, 0, 8}};
+    EXPECT_EQ(g.writeSndbufThenCdc(*cc, gone, one, cdc, onLanded).error(),
+              std::errc::not_connected);
+    EXPECT_EQ(g.sendCdc(*cc, cdc, gone).error(), std::errc::not_connected);
     EXPECT_EQ(clientWrites(p), writes) << "nothing went on the wire";
     EXPECT_EQ(g.stats().cdcOut, cdcs);
+    EXPECT_EQ(told, 0);
 
     ASSERT_TRUE(g.fillSndbuf(*cc, 100, bytes(30, 7)));
     const std::array<Piece, 3> good{Piece{100, 16384 - 10, 10}, Piece{110, 0, 20},
                                     Piece{0, 500, 0}}; // the ring's wrap; an empty piece
-    ASSERT_TRUE(g.writeSndbufThenCdc(*cc, good, cdc));
+    ASSERT_TRUE(g.writeSndbufThenCdc(*cc, via, good, cdc, onLanded));
     EXPECT_EQ(clientWrites(p), writes + 2) << "an empty piece posts nothing";
     EXPECT_EQ(g.stats().cdcOut, cdcs + 1);
+    EXPECT_EQ(told, 1); // in process, before the call returns
+    EXPECT_EQ(landed, 1);
     EXPECT_TRUE(holds(sc->rmb, 16384 - 10, 10, 7));
     EXPECT_TRUE(holds(sc->rmb, 0, 20, 7));
 }
