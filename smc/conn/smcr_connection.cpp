@@ -32,6 +32,9 @@ SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
     std::unique_ptr<SmcrConnection> c(
         new SmcrConnection(std::move(group), std::move(conn), peerToken, *stream, autocorkBytes));
     SmcrConnection* self = c.get();
+    // Held until the link is named: a CDC handed over below may make a flush due, which must
+    // not post before.
+    MutexLocker tx(self->txMutex_);
     Result<void> r = self->group_->setConnectionEvents(
         *self->conn_, {[self](std::span<const std::byte> m) { self->onCdc(m); },
                        [self](unsigned) { self->onMoved(); }, [self] { self->onEnded(); }});
@@ -40,12 +43,9 @@ SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
         self->released_ = true;
         return r.error();
     }
-    {
-        // After the events are set: a move from here on is told, and its resend (txMutex_)
-        // then names the link again.
-        MutexLocker tx(self->txMutex_);
-        self->via_ = self->group_->linkOf(*self->conn_);
-    }
+    // After the events are set: a move from here on is told, and its resend names the link
+    // again.
+    self->via_ = self->group_->linkOf(*self->conn_);
     return c;
 }
 
@@ -99,30 +99,33 @@ void SmcrConnection::deliver()
         return;
     bool closing = false;
     bool lost = false;
-    std::uint64_t moves = 0;
+    std::uint64_t moves = 0, lostCdcs = 0;
     {
         MutexLocker lock(mutex_);
         closing = cdc_.closed && !cdc_.aborted;
         lost = moveUnresolved();
         moves = moves_;
+        lostCdcs = lostCdcs_;
     }
     if (!lost && !(n == 1 && writeThenTransmit(stagedUpTo_, outbox_[0]))) {
         lost = !writeOut(stagedUpTo_);
         for (std::size_t i = 0; i < n && !lost; ++i)
             lost = !transmit(outbox_[i]);
     }
-    if (!closing)
-        return;
     // close(): no resend follows it, so it sees what the link lost through itself.
-    if (!lost) {
-        MutexLocker lock(mutex_);
-        if (awaitLanded(lock, Clock::now() + kCloseFailoverWait) &&
-            landed_.load(std::memory_order_acquire) >= stagedUpTo_)
-            return;
-        if (moves_ == moves)
-            lostLinkAt_ = moves; // a CDC failed on the way: wait for the move
-    }
-    resendAfterMove(true);
+    if (closing && (lost || !allLanded(moves, lostCdcs, stagedUpTo_)))
+        resendAfterMove(true);
+}
+
+bool SmcrConnection::allLanded(std::uint64_t moves, std::uint64_t lostCdcs, std::uint64_t upTo)
+{
+    MutexLocker lock(mutex_);
+    if (awaitLanded(lock, Clock::now() + kCloseFailoverWait) && lostCdcs_ == lostCdcs &&
+        landed_.load(std::memory_order_acquire) >= upTo)
+        return true;
+    if (moves_ == moves)
+        lostLinkAt_ = moves; // a CDC failed on the way: wait for the move
+    return false;
 }
 
 // Which CDC the peer has surely processed, from its cursors: it consumed P of our bytes, so
@@ -186,7 +189,7 @@ void SmcrConnection::flushOwed()
 
 bool SmcrConnection::pushDue() const
 {
-    return inFlight_ == 0 && cdc_.pushDue();
+    return corking_ == 0 && cdc_.pushDue();
 }
 
 void SmcrConnection::postFlush()
@@ -305,10 +308,16 @@ void SmcrConnection::resendAfterMove(bool closing)
                 (void)abort(false); // the old link never finished: its posts may land late
                 return;
             }
-            written_.store(landed_.load(std::memory_order_acquire), std::memory_order_release);
-            rewoundAt_ = moves_;
-            wake();                    // sends may go on again
+            // What the peer consumed surely landed, even if its completion went with the
+            // link: back to that at least, so what is written again fits the peer's ring once.
             produced = cdc_.bytesSent; // stable: sends produce under txMutex_
+            const std::uint64_t peerConsumed = produced - (peerRingSize_ - cdc_.stream.sendSpace());
+            const std::uint64_t from =
+                std::max(landed_.load(std::memory_order_acquire), peerConsumed);
+            landed_.store(from, std::memory_order_release);
+            written_.store(from, std::memory_order_release);
+            rewoundAt_ = moves_;
+            wake(); // sends may go on again
         }
         via_ = group_->linkOf(*conn_); // the group switched it before it told us
         // What the old link may not have written (a WRITE it failed, bytes no CDC announced
@@ -325,11 +334,10 @@ void SmcrConnection::resendAfterMove(bool closing)
                 return;
             // What may be lost is CDCs: the validation says which one the peer must have
             // seen, the full CDC after it carries the current cursors. The peer judges the
-            // validation within half
-            // the sequence space behind its newest. Once ours is more than that ahead of what
-            // its cursors prove (tiny sends it has not read, CDCs that repeat one another), the
-            // oldest it can still accept: that is wrong only if more than 32767 of our CDCs
-            // had not reached it, far more than a link holds in flight.
+            // validation within half the sequence space behind its newest. Once ours is more than
+            // that ahead of what its cursors prove (tiny sends it has not read, CDCs that repeat
+            // one another), the oldest it can still accept: that is wrong only if more than 32767
+            // of our CDCs had not reached it, far more than a link holds in flight.
             constexpr std::uint64_t kHalf = 32767;
             cdc::CdcMessage v;
             v.seq = static_cast<std::uint16_t>(built_ - confirmed_ > kHalf ? built_ - kHalf
@@ -340,11 +348,17 @@ void SmcrConnection::resendAfterMove(bool closing)
             outbox_[staged_++] = cdc::encodeSmcr(v);
             announce();
         }
-        const std::size_t n = std::exchange(staged_, 0); // written above: no deliver() needed
-        bool lost = false;
-        for (std::size_t i = 0; i < n && !lost; ++i)
-            lost = !transmit(outbox_[i]);
-        if (!lost || !closing)
+        // Written above: the validation alone, then the full CDC the way deliver() sends it.
+        std::uint64_t moves = 0, lostCdcs = 0;
+        {
+            MutexLocker lock(mutex_);
+            moves = moves_;
+            lostCdcs = lostCdcs_;
+        }
+        staged_ = 0;
+        const bool lost = !transmit(outbox_[0]) ||
+                          (!writeThenTransmit(produced, outbox_[1]) && !transmit(outbox_[1]));
+        if (!closing || (!lost && allLanded(moves, lostCdcs, produced)))
             return;
     }
 }

@@ -101,7 +101,7 @@ private:
     Result<void> put(std::size_t at, std::span<const std::byte> bytes, Deadline deadline,
                      bool nonBlocking) override;
     std::size_t putLimit() const noexcept override;
-    bool announcing() const override SMC_REQUIRES(mutex_) { return inFlight_ > 0; }
+    bool announcing() const override SMC_REQUIRES(mutex_) { return corking_ > 0; }
     std::size_t corkLimit() const noexcept override
     {
         return std::min(stageBytes_, peerRingSize_) / 2;
@@ -116,9 +116,12 @@ private:
     // The group's events (its threads).
     void onCdc(std::span<const std::byte> bytes);
     void onMoved();
-    // The completion of a CDC that announced bytes up to `upTo` (a link's thread; never
-    // blocks): `ok`, they landed and their room in the sndbuf is free again.
-    void onLanded(bool ok, std::uint64_t upTo);
+    // The completion of a CDC that announced bytes up to `upTo` (`bytes`: and wrote some;
+    // a link's thread; never blocks): `ok`, they landed and their room in the sndbuf is
+    // free again.
+    void onLanded(bool ok, std::uint64_t upTo, bool bytes);
+    // landed_, written_ or a post's fate changed: wakes senders, close and the resend.
+    void roomChanged() SMC_REQUIRES(mutex_);
     // After a move: once the old link's posts ended, what no completion said landed, the
     // validation, a full CDC. `closing`: close() found the link lost; nothing runs after it,
     // so it waits here (up to 10 s) for the move, and again if the new link goes too.
@@ -136,13 +139,16 @@ private:
     // `upTo`; their count (0 also if they would not fit: then none is written).
     using Pieces = std::array<LinkGroup::SndbufPiece, LinkGroup::kMaxSndbufPieces>;
     std::size_t piecesTo(std::uint64_t upTo, Pieces& pieces) const SMC_REQUIRES(txMutex_);
-    // deliver()'s usual case, one CDC with bytes to write: posted right behind their WRITEs,
-    // none waited for (onLanded hears of it). False if there are no bytes, or if anything
-    // failed: then nothing is known to have gone, and the caller writes and sends again the
-    // slow way (which finds out why; a CDC alone it sends without waiting).
+    // How a CDC goes: posted right behind the WRITEs of what it announces that was not
+    // written yet (if any), none waited for (onLanded hears of it). False if anything failed:
+    // then nothing is known to have gone, and the caller writes and sends again the slow way,
+    // which finds out why.
     bool writeThenTransmit(std::uint64_t upTo, const Wire& wire) SMC_REQUIRES(txMutex_);
     // Waits (up to `until`) for every CDC out to complete; false if one is still out.
     bool awaitLanded(MutexLocker& lock, Deadline until) SMC_REQUIRES(mutex_);
+    // close(): whether everything up to `upTo` and every CDC since `lostCdcs` landed (waits
+    // up to 10 s); if not, a lost link (unless a move came since `moves`).
+    bool allLanded(std::uint64_t moves, std::uint64_t lostCdcs, std::uint64_t upTo);
     // A move whose resend has not run yet: nothing may be posted before it went back to
     // what surely landed.
     bool moveUnresolved() const SMC_REQUIRES(mutex_) { return rewoundAt_ != moves_; }
@@ -174,6 +180,8 @@ private:
     std::atomic<std::uint64_t> landed_{0};
     std::uint64_t stagedUpTo_ SMC_GUARDED_BY(txMutex_) = 0; // the bytes sent when last staged
     unsigned inFlight_ SMC_GUARDED_BY(mutex_) = 0;          // CDCs posted, completion not told
+    unsigned corking_ SMC_GUARDED_BY(mutex_) = 0;           // of them, those that wrote bytes
+    std::uint64_t lostCdcs_ SMC_GUARDED_BY(mutex_) = 0;     // completions that said "not landed"
     std::uint64_t rewoundAt_ SMC_GUARDED_BY(mutex_) = 0;    // moves_ when written_ last went back
     LinkGroup::LinkRef via_ SMC_GUARDED_BY(txMutex_);       // the link we post on
 

@@ -82,20 +82,21 @@ bool SmcrConnection::writeThenTransmit(std::uint64_t upTo, const Wire& wire)
 {
     Pieces pieces;
     const std::size_t count = piecesTo(upTo, pieces);
-    // No bytes to write (a window update, say): sendCdc, which does not wait for completion.
-    if (count == 0)
-        return false;
     const std::uint64_t from = written_.load(std::memory_order_relaxed); // only we advance it
+    if (count == 0 && from < upTo)
+        return false; // more than fits: the slow way aborts
+    const bool bytes = count > 0;
     {
         MutexLocker lock(mutex_);
         ++inFlight_;
+        corking_ += bytes;
     }
     // Before the post: the completion may come before the post returns.
     written_.store(upTo, std::memory_order_release);
-    auto landed = [h = landedHook_, upTo](bool ok) {
+    auto landed = [h = landedHook_, upTo, bytes](bool ok) {
         MutexLocker lock(h->mutex);
         if (h->self != nullptr)
-            h->self->onLanded(ok, upTo);
+            h->self->onLanded(ok, upTo, bytes);
     };
     const bool posted =
         group_->writeSndbufThenCdc(*conn_, via_, std::span(pieces).first(count), wire, landed)
@@ -104,27 +105,35 @@ bool SmcrConnection::writeThenTransmit(std::uint64_t upTo, const Wire& wire)
     if (!posted) {
         written_.store(from, std::memory_order_release);
         --inFlight_;
-        room_.notify_all(); // close may wait for the count
+        corking_ -= bytes;
+        roomChanged(); // a sender may have seen everything posted
         return false;
     }
     ++stats_.cdcOut;
     return true;
 }
 
-void SmcrConnection::onLanded(bool ok, std::uint64_t upTo)
+void SmcrConnection::onLanded(bool ok, std::uint64_t upTo, bool bytes)
 {
     MutexLocker lock(mutex_);
-    const bool wasFull = sendStalled();
+    const bool wasStalled = sendStalled();
     if (ok && landed_.load(std::memory_order_relaxed) < upTo)
         landed_.store(upTo, std::memory_order_release);
+    lostCdcs_ += !ok;
     --inFlight_;
-    // Only senders, close and the resend wait for this: a receiver asleep stays so.
-    ++wakes_;
-    room_.notify_all();
-    if (wasFull && !sendStalled() && events_)
+    corking_ -= bytes;
+    roomChanged();
+    if (wasStalled && !sendStalled() && events_)
         events_.signal(); // writable again
     if (pushDue())
         postFlush(); // what autocorking held while this was on its way
+}
+
+void SmcrConnection::roomChanged()
+{
+    // Only senders, close and the resend wait for this: a receiver asleep stays so.
+    ++wakes_;
+    room_.notify_all();
 }
 
 bool SmcrConnection::awaitLanded(MutexLocker& lock, Deadline until)
@@ -169,8 +178,10 @@ bool SmcrConnection::writeOut(std::uint64_t upTo)
         // On RC its completion came after those of everything posted before it on the link.
         done += n;
         written_.store(done, std::memory_order_release);
-        if (landed_.load(std::memory_order_relaxed) < done)
+        if (landed_.load(std::memory_order_relaxed) < done) {
             landed_.store(done, std::memory_order_release);
+            roomChanged();
+        }
     }
     return true;
 }

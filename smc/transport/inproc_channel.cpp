@@ -41,13 +41,7 @@ InprocChannel::~InprocChannel()
         }
     }
     delivery_.close(); // no delivery runs after this
-    std::vector<Landed> held;
-    {
-        MutexLocker lock(mutex_);
-        held.swap(held_);
-    }
-    for (Landed& l : held)
-        l(false);
+    tellHeld(false);   // what the link going down had not told yet
 }
 
 void InprocChannel::start(Callbacks callbacks)
@@ -124,15 +118,28 @@ Result<void> InprocChannel::sendAfterWrites(std::span<const std::byte> message, 
 {
     if (Result<void> r = send(message); !r)
         return r;
+    bool down = false;
     {
         MutexLocker lock(mutex_);
-        if (holding_) {
+        down = downPending_;
+        if (holding_ && !down) {
             held_.push_back(std::move(landed));
             return {};
         }
     }
-    landed(true);
+    landed(!down); // went down after the send: flushed
     return {};
+}
+
+void InprocChannel::tellHeld(bool landed)
+{
+    std::vector<Landed> held;
+    {
+        MutexLocker lock(mutex_);
+        held.swap(held_);
+    }
+    for (Landed& l : held)
+        l(landed);
 }
 
 void InprocChannel::holdCompletions(bool on) noexcept
@@ -143,14 +150,7 @@ void InprocChannel::holdCompletions(bool on) noexcept
 
 void InprocChannel::releaseCompletions()
 {
-    std::vector<Landed> held;
-    {
-        MutexLocker lock(mutex_);
-        held.swap(held_);
-    }
-    const bool up = isUp();
-    for (Landed& l : held)
-        l(up);
+    tellHeld(isUp());
 }
 
 void InprocChannel::enqueue(std::vector<std::byte> bytes, std::chrono::milliseconds delay)
@@ -168,7 +168,6 @@ void InprocChannel::enqueue(std::vector<std::byte> bytes, std::chrono::milliseco
 
 void InprocChannel::markDown(bool afterArrived) noexcept
 {
-    std::vector<Landed> held;
     {
         MutexLocker lock(mutex_);
         if (!downPending_ && afterArrived) {
@@ -177,14 +176,9 @@ void InprocChannel::markDown(bool afterArrived) noexcept
                 queue_.begin(), queue_.end(), [&](const Item& i) { return i.due <= now; }));
         }
         downPending_ = true;
-        held.swap(held_);
     }
     delivery_.post([this] { deliver(); });
-    if (!held.empty()) // flushed, after the down is reported
-        delivery_.post([held = std::move(held)]() mutable {
-            for (Landed& l : held)
-                l(false);
-        });
+    delivery_.post([this] { tellHeld(false); }); // flushed, after the down is reported
 }
 
 void InprocChannel::shutdown() noexcept

@@ -83,6 +83,7 @@ private:
     // Both ends down; `orderly` (close): the peer gets what arrived first.
     void takeDown(bool orderly) noexcept;
     void deliver();
+    void tellHeld(bool landed); // every held completion, told once
 
     std::shared_ptr<Wire> wire_;
     std::atomic<std::size_t> maxMessage_{kShortMessages};

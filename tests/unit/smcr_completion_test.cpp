@@ -3,6 +3,7 @@
 // what autocorking held meanwhile, and decide what failover writes again.
 #include "smc/conn/smcr_connection.h"
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <optional>
@@ -164,6 +165,50 @@ TEST_F(SmcrCompletionsFailover, BytesNoCompletionSaidLandedAreWrittenAgain)
     EXPECT_GE(c.server->stats().validations, 1u);
     ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 3000, 500, false, kOwnSeed));
     ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 3000, 500, kOwnSeed));
+}
+
+// close() waits for its own CDC too, which announces no new byte: when the link loses it,
+// close() sees failover through and the peer still gets the orderly end, not a reset.
+TEST_F(SmcrCompletionsFailover, ACloseCdcTheLinkLostGoesAgainAfterFailover)
+{
+    ASSERT_TRUE(opened());
+    const unsigned first = c.cc->link();
+    InprocChannel& end = holdClientCompletions();
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 1000, false, kOwnSeed));
+    end.releaseCompletions(); // the bytes landed
+    end.faults().drop = 1;    // the closing CDC will not
+    std::atomic<bool> closed{false};
+    std::thread closer([&] {
+        c.client->close();
+        closed = true;
+    });
+    std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(closed) << "its CDC is on its way";
+    ASSERT_TRUE(p.client.group->breakLink(first));
+    closer.join();
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000, kOwnSeed));
+    std::array<std::byte, 16> tail;
+    Result<std::size_t> eof = c.server->recv(tail, soon(10s), false);
+    ASSERT_TRUE(eof) << eof.error().message();
+    EXPECT_EQ(*eof, 0u) << "the orderly end";
+}
+
+// A sndbuf larger than the peer's ring, none of its completions told when the link breaks:
+// what the peer consumed surely landed, so failover writes again only the rest, which fits
+// the ring once; every byte arrives in order.
+TEST_F(SmcrCompletionsFailover, FailoverWritesAgainOnlyWhatThePeerHasNotConsumed)
+{
+    ASSERT_TRUE(opened(16384, 65536));
+    const unsigned first = c.cc->link();
+    holdClientCompletions();
+    std::thread reader([&] { expectRange(*c.server, 0, 60000, kOwnSeed); });
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 60000, false, kOwnSeed));
+    reader.join();
+    ASSERT_TRUE(p.client.group->breakLink(first));
+    ASSERT_TRUE(test::eventually([&] { return c.client->writable(); })) << "failover resent";
+    ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 60000, 1000, false, kOwnSeed));
+    ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 60000, 1000, kOwnSeed));
+    EXPECT_GE(c.server->stats().validations, 1u);
 }
 
 } // namespace
