@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -32,12 +33,12 @@ std::string deviceName()
     return first ? first->name() : "";
 }
 
-std::unique_ptr<SmcStack> makeStack()
+std::unique_ptr<SmcStack> makeStack(unsigned maxLinks = 2)
 {
     StackConfig config;
     SmcrConfig r;
     r.device = deviceName();
-    r.groups.maxLinks = 2;
+    r.groups.maxLinks = maxLinks;
     // A TCG guest is slow; the flows are not.
     r.groups.timeouts.firstLink = 20s;
     r.groups.timeouts.wait = 10s;
@@ -108,6 +109,73 @@ TEST(RxeSmcrSocket, ALinkBrokenMidStreamLosesNothing)
     EXPECT_EQ(*wrong, 0u);
     EXPECT_NE(s->info().linkId, before); // failover moved it
     EXPECT_FALSE(sg->terminated());
+    EXPECT_FALSE(cg->terminated());
+}
+
+// Many connections on one link, each streaming at once, half of them in small sends that
+// autocork while their CDC is on its way: the link's 16 send slots are shared by all their
+// WRITEs and CDCs, none waited for; every byte arrives in order, and every stream ends.
+TEST(RxeSmcrSocket, SixteenConnectionsStreamOnOneLinkAtOnce)
+{
+    auto server = makeStack(1);
+    auto client = makeStack(1);
+    ASSERT_TRUE(server && client);
+    constexpr int kConns = 16;
+    constexpr std::uint64_t kBytes = 1 << 20;
+    Listener l = std::move(Listener::listen(*server, kAddress, 0, smcr())).value();
+    std::vector<Socket> clients, servers;
+    for (int i = 0; i < kConns; ++i) {
+        Result<Socket> c = Socket::connect(*client, kAddress, l.port(), smcr());
+        ASSERT_TRUE(c) << c.error().message();
+        Result<Socket> s = l.accept(30s);
+        ASSERT_TRUE(s) << s.error().message();
+        ASSERT_EQ(c->transport(), Transport::SmcR);
+        clients.push_back(std::move(*c));
+        servers.push_back(std::move(*s));
+    }
+    std::shared_ptr<LinkGroup> cg = coreOf(*client).smcr()->groups->groups().front();
+    ASSERT_EQ(cg->activeLinks(), 1u);
+    ASSERT_EQ(cg->connectionCount(), unsigned{kConns});
+
+    std::vector<Result<void>> sent(kConns, Result<void>());
+    std::vector<Result<std::uint64_t>> wrong(kConns, Result<std::uint64_t>(0));
+    std::vector<std::uint64_t> received(kConns, 0);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kConns; ++i) {
+        const unsigned seed = 100 + i;
+        threads.emplace_back([&, i, seed] {
+            if (i % 2 == 0) {
+                sent[i] = test::sendStream(clients[i], kBytes, seed);
+                return;
+            }
+            std::vector<std::byte> b(700);
+            for (std::uint64_t at = 0; at < kBytes && sent[i];) {
+                const std::size_t n = std::min<std::uint64_t>(b.size(), kBytes - at);
+                for (std::size_t k = 0; k < n; ++k)
+                    b[k] = test::streamByte(at + k, seed);
+                for (std::size_t done = 0; done < n && sent[i];) {
+                    Result<std::size_t> m = clients[i].send(std::span(b).subspan(done, n - done));
+                    if (!m)
+                        sent[i] = m.error();
+                    else
+                        done += *m;
+                }
+                at += n;
+            }
+            if (sent[i])
+                sent[i] = clients[i].shutdown(Shutdown::Write);
+        });
+        threads.emplace_back(
+            [&, i, seed] { wrong[i] = test::recvStream(servers[i], seed, received[i]); });
+    }
+    for (std::thread& t : threads)
+        t.join();
+    for (int i = 0; i < kConns; ++i) {
+        ASSERT_TRUE(sent[i]) << i << ": " << sent[i].error().message();
+        ASSERT_TRUE(wrong[i]) << i << ": " << wrong[i].error().message();
+        EXPECT_EQ(received[i], kBytes) << i;
+        EXPECT_EQ(*wrong[i], 0u) << i;
+    }
     EXPECT_FALSE(cg->terminated());
 }
 
