@@ -2,6 +2,8 @@
 // Socket: a connection on SMC or TCP behind one API; connect runs the client handshake.
 #include "smc/socket/socket.h"
 
+#include <sys/socket.h>
+
 #include "smc/conn/smcd_connection.h"
 #include "smc/conn/smcr_connection.h"
 #include "smc/conn/tcp_path.h"
@@ -207,8 +209,17 @@ void SocketImpl::close() noexcept
     }
     if (const int id = eventWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
+    // The peer closed the SMC connection first, so its TCP socket is closing too: a FIN now
+    // would cross the peer's (a simultaneous close), which leaves both ends in TIME_WAIT, and
+    // thousands of those slow every later connect. The bytes went over SMC: a reset ends the
+    // TCP connection and leaves none.
+    const bool reset = transport_ != Transport::Tcp && path_->abandoned();
     path_->close();
     MutexLocker lock(tcpMutex_);
+    if (reset && tcp_) {
+        const linger now{1, 0};
+        (void)::setsockopt(tcp_.get(), SOL_SOCKET, SO_LINGER, &now, sizeof now);
+    }
     tcp_.reset();
 }
 
