@@ -113,14 +113,16 @@ void SmcrConnection::deliver()
             lost = !transmit(outbox_[i]);
     }
     // close(): no resend follows it, so it sees what the link lost through itself.
-    if (closing && (lost || !allLanded(moves, lostCdcs, stagedUpTo_)))
+    if (closing &&
+        (lost || !allLanded(moves, lostCdcs, stagedUpTo_, Clock::now() + kCloseFailoverWait)))
         resendAfterMove(true);
 }
 
-bool SmcrConnection::allLanded(std::uint64_t moves, std::uint64_t lostCdcs, std::uint64_t upTo)
+bool SmcrConnection::allLanded(std::uint64_t moves, std::uint64_t lostCdcs, std::uint64_t upTo,
+                               Deadline until)
 {
     MutexLocker lock(mutex_);
-    if (awaitLanded(lock, Clock::now() + kCloseFailoverWait) && lostCdcs_ == lostCdcs &&
+    if (awaitLanded(lock, until) && lostCdcs_ == lostCdcs &&
         landed_.load(std::memory_order_acquire) >= upTo)
         return true;
     if (moves_ == moves)
@@ -304,7 +306,8 @@ void SmcrConnection::resendAfterMove(bool closing)
             // What we posted on the old link ends once the group takes it down: landed, or
             // flushed. Only then is landed_ final for it, and none of it can land after
             // a later byte took its place in our sndbuf.
-            if (!awaitLanded(lock, Clock::now() + kCloseFailoverWait)) {
+            // (close(): within its one overall wait.)
+            if (!awaitLanded(lock, closing ? until : Clock::now() + kCloseFailoverWait)) {
                 (void)abort(false); // the old link never finished: its posts may land late
                 return;
             }
@@ -358,7 +361,7 @@ void SmcrConnection::resendAfterMove(bool closing)
         staged_ = 0;
         const bool lost = !transmit(outbox_[0]) ||
                           (!writeThenTransmit(produced, outbox_[1]) && !transmit(outbox_[1]));
-        if (!closing || (!lost && allLanded(moves, lostCdcs, produced)))
+        if (!closing || (!lost && allLanded(moves, lostCdcs, produced, until)))
             return;
     }
 }

@@ -142,13 +142,13 @@ private:
     // How a CDC goes: posted right behind the WRITEs of what it announces that was not
     // written yet (if any), none waited for (onLanded hears of it). False if anything failed:
     // then nothing is known to have gone, and the caller writes and sends again the slow way,
-    // which finds out why.
+    // which finds out why; no send slot in time aborts the connection instead (true).
     bool writeThenTransmit(std::uint64_t upTo, const Wire& wire) SMC_REQUIRES(txMutex_);
     // Waits (up to `until`) for every CDC out to complete; false if one is still out.
     bool awaitLanded(MutexLocker& lock, Deadline until) SMC_REQUIRES(mutex_);
     // close(): whether everything up to `upTo` and every CDC since `lostCdcs` landed (waits
-    // up to 10 s); if not, a lost link (unless a move came since `moves`).
-    bool allLanded(std::uint64_t moves, std::uint64_t lostCdcs, std::uint64_t upTo);
+    // up to `until`); if not, a lost link (unless a move came since `moves`).
+    bool allLanded(std::uint64_t moves, std::uint64_t lostCdcs, std::uint64_t upTo, Deadline until);
     // A move whose resend has not run yet: nothing may be posted before it went back to
     // what surely landed.
     bool moveUnresolved() const SMC_REQUIRES(mutex_) { return rewoundAt_ != moves_; }

@@ -98,16 +98,20 @@ bool SmcrConnection::writeThenTransmit(std::uint64_t upTo, const Wire& wire)
         if (h->self != nullptr)
             h->self->onLanded(ok, upTo, bytes);
     };
-    const bool posted =
-        group_->writeSndbufThenCdc(*conn_, via_, std::span(pieces).first(count), wire, landed)
-            .has_value();
+    const Result<void> posted =
+        group_->writeSndbufThenCdc(*conn_, via_, std::span(pieces).first(count), wire, landed);
     MutexLocker lock(mutex_);
     if (!posted) {
         written_.store(from, std::memory_order_release);
         --inFlight_;
         corking_ -= bytes;
         roomChanged(); // a sender may have seen everything posted
-        return false;
+        if (posted.error() != std::errc::timed_out)
+            return false;
+        // No send slot in time while the link stays up: as transmit() does, rather than
+        // wait again the slow way.
+        (void)abort(false);
+        return true; // nothing to make up for
     }
     ++stats_.cdcOut;
     return true;

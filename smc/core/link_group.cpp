@@ -334,17 +334,25 @@ Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn, LinkRef via,
     for (const SndbufPiece& p : pieces) // all checked before anything is posted
         if (std::error_code e = pieceError(conn, p))
             return e;
-    Result<WriteTarget> t = writeTarget(conn, via);
-    if (!t)
-        return t.error();
-    for (const SndbufPiece& p : pieces)
-        if (p.length > 0)
-            if (Result<void> r =
-                    t->channel->postWrite(conn.sndbuf.data() + p.sndbufOffset, p.length, t->lkey,
-                                          t->vaddr + p.peerOffset, t->rkey);
-                !r)
-                return r; // those posted before complete on their own
-    Result<void> r = t->channel->sendAfterWrites(cdc, std::move(landed));
+    std::shared_ptr<LinkChannel> channel;
+    if (std::any_of(pieces.begin(), pieces.end(), [](const SndbufPiece& p) { return p.length; })) {
+        Result<WriteTarget> t = writeTarget(conn, via);
+        if (!t)
+            return t.error();
+        for (const SndbufPiece& p : pieces)
+            if (p.length > 0)
+                if (Result<void> r =
+                        t->channel->postWrite(conn.sndbuf.data() + p.sndbufOffset, p.length,
+                                              t->lkey, t->vaddr + p.peerOffset, t->rkey);
+                    !r)
+                    return r; // those posted before complete on their own
+        channel = std::move(t->channel);
+    } else { // a CDC alone needs no rtoken: the peer may have deleted its RMB's already
+        channel = via.id != 0 ? llc_->activeChannel(via.slot, via.id) : nullptr;
+        if (!channel)
+            return std::make_error_code(std::errc::not_connected);
+    }
+    Result<void> r = channel->sendAfterWrites(cdc, std::move(landed));
     if (r)
         cdcOut_.fetch_add(1, std::memory_order_relaxed);
     return r;

@@ -137,6 +137,28 @@ TEST_F(SmcrCompletions, CloseWaitsForWhatIsOnItsWay)
     EXPECT_EQ(*eof, 0u);
 }
 
+// The second to close: the peer's close took its RMB's rtokens away, and our closing CDC,
+// which writes nothing, needs none; it is posted and waited for like any other.
+TEST_F(SmcrCompletions, TheSecondToCloseWaitsForItsCdcToo)
+{
+    ASSERT_TRUE(opened());
+    c.server->close(); // returns once our side answered its DELETE_RKEY
+    std::array<std::byte, 16> tail;
+    Result<std::size_t> eof = c.client->recv(tail, soon(10s), false);
+    ASSERT_TRUE(eof) << eof.error().message();
+    ASSERT_EQ(*eof, 0u);
+    InprocChannel& end = holdClientCompletions();
+    std::atomic<bool> closed{false};
+    std::thread closer([&] {
+        c.client->close();
+        closed = true;
+    });
+    std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(closed) << "its closing CDC is on its way";
+    end.releaseCompletions();
+    closer.join();
+}
+
 class SmcrCompletionsFailover : public SmcrCompletions
 {
 protected:
