@@ -102,7 +102,9 @@ void SmcrConnection::deliver()
     std::uint64_t moves = 0, lostCdcs = 0;
     {
         MutexLocker lock(mutex_);
-        closing = cdc_.closed && !cdc_.aborted;
+        // close() sees its CDCs land, unless the TCP connection ended: then the peer is gone
+        // (its link may be too: a wait would last until the link's retries run out) or closed.
+        closing = cdc_.closed && !cdc_.aborted && !tcpEnded_;
         lost = moveUnresolved();
         moves = moves_;
         lostCdcs = lostCdcs_;
@@ -377,6 +379,7 @@ void SmcrConnection::onEnded()
 void SmcrConnection::peerGone() noexcept
 {
     MutexLocker lock(mutex_);
+    tcpEnded_ = true;
     if (cdc_.closed)
         return;
     const cdc::ConnFlags f = cdc_.stream.peerConnFlags();
@@ -444,9 +447,12 @@ void SmcrConnection::release() noexcept
     if (std::exchange(released_, true))
         return;
     {
-        // A WRITE still on its way reads our sndbuf, which the pool may hand out next.
+        // A WRITE still on its way reads our sndbuf, which the pool may hand out next (a CDC
+        // alone does not).
         MutexLocker lock(mutex_);
-        (void)awaitLanded(lock, Clock::now() + kCloseFailoverWait);
+        const Deadline until = Clock::now() + kCloseFailoverWait;
+        while (corking_ > 0 && Clock::now() < until)
+            wait(lock, wakes_, until, false);
     }
     {
         MutexLocker lock(landedHook_->mutex); // a running completion is done once we have it

@@ -71,9 +71,10 @@ public:
     // the connection. Any CDC (a receive's window update too) first writes the bytes it
     // announces. recvView() copies every byte (the group may take our RMB back when it ends).
     // close() waits for a running flush of an owed CDC (up to one send-slot wait), for the
-    // completion of what it announces and of every WRITE out (up to 10 s each), when the link
-    // went with sent bytes not landed up to 10 s for failover to carry them, and for the
-    // peer's DELETE_RKEY answer (up to the LLC timeouts). peerGone(): in a live
+    // completion of what it announces (unless the TCP connection ended first: peerGone()) and
+    // of every WRITE out (up to 10 s each), when the link went with sent bytes not landed up
+    // to 10 s for failover to carry them, and for the peer's DELETE_RKEY answer (up to the LLC
+    // timeouts). peerGone(): in a live
     // group the peer's closing CDC may still be on its way over the link; it gets a grace period
     // (while CDCs keep coming) on the group's executor, then the abort. Never blocks.
     // enableEvents(): an eventfd, -1 if it cannot be made.
@@ -182,6 +183,7 @@ private:
     unsigned inFlight_ SMC_GUARDED_BY(mutex_) = 0;          // CDCs posted, completion not told
     unsigned corking_ SMC_GUARDED_BY(mutex_) = 0;           // of them, those that wrote bytes
     std::uint64_t lostCdcs_ SMC_GUARDED_BY(mutex_) = 0;     // completions that said "not landed"
+    bool tcpEnded_ SMC_GUARDED_BY(mutex_) = false;          // peerGone() was told
     std::uint64_t rewoundAt_ SMC_GUARDED_BY(mutex_) = 0;    // moves_ when written_ last went back
     LinkGroup::LinkRef via_ SMC_GUARDED_BY(txMutex_);       // the link we post on
 

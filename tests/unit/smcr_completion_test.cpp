@@ -159,6 +159,23 @@ TEST_F(SmcrCompletions, TheSecondToCloseWaitsForItsCdcToo)
     closer.join();
 }
 
+// Once the TCP connection ended, the peer is gone or closed: close() does not wait for its
+// closing CDC (the link to a dead peer would answer only when its retries ran out).
+TEST_F(SmcrCompletions, CloseAfterTheTcpConnectionEndedDoesNotWaitForItsCdc)
+{
+    ASSERT_TRUE(opened());
+    InprocChannel& end = holdClientCompletions();
+    c.client->peerGone();
+    std::atomic<bool> closed{false};
+    std::thread closer([&] {
+        c.client->close();
+        closed = true;
+    });
+    EXPECT_TRUE(test::eventually([&] { return closed.load(); }, 5s)) << "its CDC is still out";
+    end.releaseCompletions();
+    closer.join();
+}
+
 class SmcrCompletionsFailover : public SmcrCompletions
 {
 protected:
