@@ -74,9 +74,9 @@ public:
     // completion of what it announces (unless the TCP connection ended first: peerGone()) and
     // of every WRITE out (up to 10 s each), when the link went with sent bytes not landed up
     // to 10 s for failover to carry them, and for the peer's DELETE_RKEY answer (up to the LLC
-    // timeouts). peerGone(): in a live
-    // group the peer's closing CDC may still be on its way over the link; it gets a grace period
-    // (while CDCs keep coming) on the group's executor, then the abort. Never blocks.
+    // timeouts). peerGone(): in a live group the peer's closing CDC may still be on its way
+    // over the link; it gets a grace period (while CDCs keep coming) on the group's executor,
+    // then the abort. Never blocks.
     // enableEvents(): an eventfd, -1 if it cannot be made.
     void peerGone() noexcept override;
     int enableEvents(int pulse) noexcept override;
@@ -160,9 +160,9 @@ private:
     void postFlush() SMC_REQUIRES(mutex_);
     // After a peer CDC: which of our CDCs the peer has surely processed (its cursors).
     void noteProcessed() SMC_REQUIRES(mutex_);
-    // A CDC to the peer, again on the new link if failover moved us meanwhile. False if a
-    // lost link dropped it (lostLinkAt_ set: the resend after the move sends the current
-    // cursors); any other failure aborts the connection.
+    // A CDC to the peer on our link, not tracked (the slow way, and the resend's
+    // validation). False if a lost link dropped it (lostLinkAt_ set: the resend after the
+    // move sends the current cursors); any other failure aborts the connection.
     bool transmit(const Wire& wire) SMC_REQUIRES(txMutex_);
     std::size_t ringSize() const noexcept { return conn_->rmb.size(); }
 
