@@ -2,6 +2,7 @@
 // SmcrConnection pairs over an in-process link group pair, and checked streams between them.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -153,6 +154,15 @@ inline void expectRange(SmcrConnection& c, std::uint64_t from, std::size_t n, st
         ASSERT_EQ(got[i], at(from + i, seed)) << "byte " << from + i;
 }
 
+// Reads the orderly end of the stream (0 bytes, not a reset), within `until`.
+inline void expectEnd(SmcrConnection& c, net::Deadline until = soon())
+{
+    std::array<std::byte, 16> tail;
+    Result<std::size_t> end = c.recv(tail, until, false);
+    ASSERT_TRUE(end) << end.error().message();
+    ASSERT_EQ(*end, 0u) << "the orderly end";
+}
+
 inline void expectPoolsEmpty(Pair& p)
 {
     for (test::GroupSide* side : {&p.server, &p.client}) {
@@ -162,14 +172,20 @@ inline void expectPoolsEmpty(Pair& p)
     }
 }
 
-// A test (TEST_F) on a started pair of groups with `links` links each: opened() makes the
-// connection pair `c`. At the end both are closed (closing twice is harmless) and every
-// buffer must be back in the pools.
+// A test (TEST_F) on a started pair of groups with `links` links each, all active:
+// opened() makes the connection pair `c`. At the end both are closed (closing twice is
+// harmless) and every buffer must be back in the pools.
 class ConnectionTest : public ::testing::Test
 {
 protected:
-    explicit ConnectionTest(unsigned links = 1) : p(links) {}
-    void SetUp() override { ASSERT_NO_FATAL_FAILURE(p.start()); }
+    explicit ConnectionTest(unsigned links = 1) : p(links), links_(links) {}
+    void SetUp() override
+    {
+        ASSERT_NO_FATAL_FAILURE(p.start());
+        if (links_ > 1) {
+            ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, links_, 5s));
+        }
+    }
     void TearDown() override
     {
         if (c.client)
@@ -198,6 +214,9 @@ protected:
 
     Pair p;
     Conns c;
+
+private:
+    const unsigned links_;
 };
 
 } // namespace smc::test::smcr

@@ -36,6 +36,14 @@ protected:
         end.holdCompletions(true);
         return end;
     }
+    // close() of the client on a thread of its own, which sets `closed` once it returned.
+    std::thread closeClient(std::atomic<bool>& closed)
+    {
+        return std::thread([this, &closed] {
+            c.client->close();
+            closed = true;
+        });
+    }
     void TearDown() override
     {
         if (c.cc)
@@ -122,19 +130,13 @@ TEST_F(SmcrCompletions, CloseWaitsForWhatIsOnItsWay)
     ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 0, 1000, false, kOwnSeed));
     ASSERT_NO_FATAL_FAILURE(sendRange(*c.client, 1000, 500, /*hold=*/true, kOwnSeed));
     std::atomic<bool> closed{false};
-    std::thread closer([&] {
-        c.client->close();
-        closed = true;
-    });
+    std::thread closer = closeClient(closed);
     std::this_thread::sleep_for(50ms);
     EXPECT_FALSE(closed) << "its data and closing CDCs are on their way";
     end.releaseCompletions();
     closer.join();
     ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1500, kOwnSeed));
-    std::array<std::byte, 16> tail;
-    Result<std::size_t> eof = c.server->recv(tail, soon(), false);
-    ASSERT_TRUE(eof) << eof.error().message();
-    EXPECT_EQ(*eof, 0u);
+    ASSERT_NO_FATAL_FAILURE(expectEnd(*c.server));
 }
 
 // The second to close: the peer's close took its RMB's rtokens away, and our closing CDC,
@@ -143,16 +145,10 @@ TEST_F(SmcrCompletions, TheSecondToCloseWaitsForItsCdcToo)
 {
     ASSERT_TRUE(opened());
     c.server->close(); // returns once our side answered its DELETE_RKEY
-    std::array<std::byte, 16> tail;
-    Result<std::size_t> eof = c.client->recv(tail, soon(10s), false);
-    ASSERT_TRUE(eof) << eof.error().message();
-    ASSERT_EQ(*eof, 0u);
+    ASSERT_NO_FATAL_FAILURE(expectEnd(*c.client, soon(10s)));
     InprocChannel& end = holdClientCompletions();
     std::atomic<bool> closed{false};
-    std::thread closer([&] {
-        c.client->close();
-        closed = true;
-    });
+    std::thread closer = closeClient(closed);
     std::this_thread::sleep_for(50ms);
     EXPECT_FALSE(closed) << "its closing CDC is on its way";
     end.releaseCompletions();
@@ -167,10 +163,7 @@ TEST_F(SmcrCompletions, CloseAfterTheTcpConnectionEndedDoesNotWaitForItsCdc)
     InprocChannel& end = holdClientCompletions();
     c.client->peerGone();
     std::atomic<bool> closed{false};
-    std::thread closer([&] {
-        c.client->close();
-        closed = true;
-    });
+    std::thread closer = closeClient(closed);
     EXPECT_TRUE(test::eventually([&] { return closed.load(); }, 5s)) << "its CDC is still out";
     end.releaseCompletions();
     closer.join();
@@ -180,11 +173,6 @@ class SmcrCompletionsFailover : public SmcrCompletions
 {
 protected:
     SmcrCompletionsFailover() : SmcrCompletions(2) {}
-    void SetUp() override
-    {
-        SmcrCompletions::SetUp();
-        ASSERT_TRUE(waitForLinks(*p.server.group, *p.client.group, 2, 5s));
-    }
 };
 
 // Bytes whose CDC was lost with its link never completed: failover writes them again on the
@@ -217,19 +205,13 @@ TEST_F(SmcrCompletionsFailover, ACloseCdcTheLinkLostGoesAgainAfterFailover)
     end.releaseCompletions(); // the bytes landed
     end.faults().drop = 1;    // the closing CDC will not
     std::atomic<bool> closed{false};
-    std::thread closer([&] {
-        c.client->close();
-        closed = true;
-    });
+    std::thread closer = closeClient(closed);
     std::this_thread::sleep_for(50ms);
     EXPECT_FALSE(closed) << "its CDC is on its way";
     ASSERT_TRUE(p.client.group->breakLink(first));
     closer.join();
     ASSERT_NO_FATAL_FAILURE(expectRange(*c.server, 0, 1000, kOwnSeed));
-    std::array<std::byte, 16> tail;
-    Result<std::size_t> eof = c.server->recv(tail, soon(10s), false);
-    ASSERT_TRUE(eof) << eof.error().message();
-    EXPECT_EQ(*eof, 0u) << "the orderly end";
+    ASSERT_NO_FATAL_FAILURE(expectEnd(*c.server, soon(10s)));
 }
 
 // A sndbuf larger than the peer's ring, none of its completions told when the link breaks:

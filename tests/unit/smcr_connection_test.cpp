@@ -35,10 +35,7 @@ TEST_F(SmcrConnections, StreamsOneWayWithEveryByteInPlace)
     EXPECT_EQ(drain(*c.server, total, 1, failed), total);
     tx.join();
     ASSERT_TRUE(c.client->shutdownWrite());
-    std::array<std::byte, 16> b;
-    Result<std::size_t> eof = c.server->recv(b, soon(), false);
-    ASSERT_TRUE(eof) << eof.error().message();
-    EXPECT_EQ(*eof, 0u) << "done_writing is the end of the stream";
+    ASSERT_NO_FATAL_FAILURE(expectEnd(*c.server)) << "done_writing is the end of the stream";
     ConnectionInfo info;
     c.server->fillInfo(info);
     EXPECT_EQ(info.bytesReceived, total);
