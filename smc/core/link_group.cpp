@@ -281,13 +281,17 @@ LinkGroup::LinkRef LinkGroup::linkOf(const Connection& conn) const
     return {slot, llc_->linkId(slot)};
 }
 
+std::shared_ptr<LinkChannel> LinkGroup::channelOf(LinkRef via) const
+{
+    return via.id != 0 ? llc_->activeChannel(via.slot, via.id) : nullptr;
+}
+
 Result<LinkGroup::WriteTarget> LinkGroup::writeTarget(const Connection& conn, LinkRef via)
 {
     if (!conn.peer_)
         return ConnErrc::PeerRmbUnknown;
     const unsigned slot = via.slot;
-    std::shared_ptr<LinkChannel> channel =
-        via.id != 0 ? llc_->activeChannel(slot, via.id) : nullptr;
+    std::shared_ptr<LinkChannel> channel = channelOf(via);
     if (!channel)
         return std::make_error_code(std::errc::not_connected);
     std::optional<RtokenTable::Rtoken> rt = llc_->rtokens().get(conn.peer_->row, slot);
@@ -348,7 +352,7 @@ Result<void> LinkGroup::writeSndbufThenCdc(const Connection& conn, LinkRef via,
                     return r; // those posted before complete on their own
         channel = std::move(t->channel);
     } else { // a CDC alone needs no rtoken: the peer may have deleted its RMB's already
-        channel = via.id != 0 ? llc_->activeChannel(via.slot, via.id) : nullptr;
+        channel = channelOf(via);
         if (!channel)
             return std::make_error_code(std::errc::not_connected);
     }
@@ -395,9 +399,7 @@ Result<void> LinkGroup::sendCdc(const Connection& conn, std::span<const std::byt
     ReadLocker lock(conn.use_); // closeConnection waits for it
     if (conn.state_ != Connection::State::Open)
         return stateError(conn.state_);
-    std::shared_ptr<LinkChannel> channel =
-        via ? (via->id != 0 ? llc_->activeChannel(via->slot, via->id) : nullptr)
-            : llc_->activeChannel(conn.link());
+    std::shared_ptr<LinkChannel> channel = via ? channelOf(*via) : llc_->activeChannel(conn.link());
     if (!channel)
         return std::make_error_code(std::errc::not_connected);
     Result<void> r = channel->send(message);

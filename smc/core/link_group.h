@@ -334,6 +334,8 @@ private:
     };
     static std::error_code pieceError(const Connection& conn, const SndbufPiece& piece)
         SMC_REQUIRES_SHARED(conn.use_);
+    // The channel of link `via` if it is still that link and active (id 0 names none).
+    std::shared_ptr<LinkChannel> channelOf(LinkRef via) const;
     Result<WriteTarget> writeTarget(const Connection& conn, LinkRef via)
         SMC_REQUIRES_SHARED(conn.use_);
     // Open -> `to` (Closed or Ended), after the writes in flight on it. The
