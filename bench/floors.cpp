@@ -5,24 +5,27 @@
 // must do, with nothing else, beside the same work over TCP loopback:
 //  - a round trip that sleeps: a bare futex wake-up each way on shared memory (what a
 //    blocking receive of SMC-D waits on), against a 64-byte TCP ping-pong; the two processes
-//    on two CPUs (where the scheduler puts a TCP ping-pong here), and on one;
+//    pinned to two CPUs, and to one;
 //  - keep-alive requests in epoll loops (2 server processes, 2 client threads, C connections,
 //    40-byte requests, 1 KiB replies): the reply copied through shared memory and one byte on a
 //    Unix socket per message, the fewest system calls that wake an unmodified program's epoll
 //    (what smc-run's pulses are), against TCP;
-//  - Connection: close in the same loops: TCP with the CLC's three messages (SMC-Dv2's
-//    PROPOSAL, ACCEPT and CONFIRM, as smc-run sends them) before the request, against TCP
-//    without them. Linux's SMC speaks CLC over the same TCP connection, so no SMC does less.
-// A target above its floor cannot be met on this machine by any SMC-D, ours or another.
+//  - Connection: close in epoll loops (a server process with 2 threads, 2 client threads): TCP
+//    with the CLC's three messages (SMC-Dv2's PROPOSAL, ACCEPT and CONFIRM, as smc-run sends
+//    them) before the request, against TCP without them. Every SMC, Linux's included, speaks
+//    CLC on the TCP connection first; the request and the page still go over TCP here.
+// The epoll rows keep both cores busy, so the CPU time per request or connection is about
+// cores / rate; what the floor saves or adds per operation bounds a program that does its own
+// work beside it (bench/apps prints those bounds for its rows).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -32,6 +35,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -39,11 +43,13 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/common/args.h"
 #include "bench/common/die.h"
 #include "bench/common/stats.h"
+#include "bench/common/wakeup.h"
 
 using namespace smc::bench;
 
@@ -60,6 +66,8 @@ constexpr std::size_t kPage = 850;
 constexpr std::size_t kProposal = 224;
 constexpr std::size_t kAccept = 130;
 constexpr std::size_t kConfirm = 130;
+// A keep-alive connection's mailbox each way (a message fits).
+constexpr std::size_t kMailbox = 4096;
 
 void check(bool ok, const char* what)
 {
@@ -78,17 +86,29 @@ class Child
 public:
     explicit Child(const std::function<void()>& body)
     {
+        std::fflush(nullptr); // a child that dies must not write our buffered output again
         pid_ = ::fork();
         check(pid_ >= 0, "fork");
         if (pid_ == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the benchmark
             body();
             ::_exit(0);
         }
     }
-    ~Child()
+    // A child that ended before we killed it failed (it serves until killed): the cell's
+    // number would be a partial one.
+    ~Child() noexcept(false)
     {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
+        int status = 0;
+        const bool ended = ::waitpid(pid_, &status, WNOHANG) == pid_;
+        if (!ended) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, &status, 0);
+        }
+        if (ended) {
+            errno = ECHILD;
+            check(false, "a serving process ended early");
+        }
     }
     Child(const Child&) = delete;
     Child& operator=(const Child&) = delete;
@@ -149,7 +169,7 @@ void writeAll(int fd, const char* p, std::size_t n)
         ssize_t w = ::write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
-        check(w > 0, "write");
+        check(w >= 0, "write");
         p += w;
         n -= static_cast<std::size_t>(w);
     }
@@ -159,10 +179,10 @@ void readAll(int fd, char* p, std::size_t n)
 {
     while (n > 0) {
         ssize_t r = ::read(fd, p, n);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        if (r < 0 && errno == EINTR)
             continue;
         if (r == 0)
-            ::_exit(0); // the other end is gone: the cell is over
+            errno = ECONNRESET; // the other end is gone
         check(r > 0, "read");
         p += r;
         n -= static_cast<std::size_t>(r);
@@ -170,37 +190,6 @@ void readAll(int fd, char* p, std::size_t n)
 }
 
 // --- A round trip that sleeps -------------------------------------------------------------
-
-// Two futex words on memory both processes map, as an SMC-D head is.
-struct Words {
-    std::atomic<std::uint32_t> ping{0};
-    std::atomic<std::uint32_t> pong{0};
-};
-
-void futexWait(std::atomic<std::uint32_t>& w, std::uint32_t seen)
-{
-    while (w.load(std::memory_order_acquire) == seen)
-        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w), FUTEX_WAIT, seen, nullptr,
-                  nullptr, 0);
-}
-
-void futexBump(std::atomic<std::uint32_t>& w)
-{
-    w.fetch_add(1, std::memory_order_release);
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w), FUTEX_WAKE, 1, nullptr, nullptr, 0);
-}
-
-// The CPUs this process may run on.
-std::vector<int> allowedCpus()
-{
-    cpu_set_t set;
-    check(::sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity");
-    std::vector<int> cpus;
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &set))
-            cpus.push_back(c);
-    return cpus;
-}
 
 void pinTo(int cpu)
 {
@@ -210,48 +199,18 @@ void pinTo(int cpu)
     check(::sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity");
 }
 
-// Median round trip (µs) for `seconds`: futex wake-ups, or 64 bytes each way over TCP. The
-// two processes on one CPU, or on two (the scheduler's choice for a TCP ping-pong here).
-double roundTrip(bool futex, double seconds, bool oneCpu)
+// Median round trip (µs) for `seconds`: bare futex wake-ups between this process and a child,
+// or 64 bytes each way over TCP, pinned as `placement` says.
+double roundTrip(bool futex, double seconds, Placement placement)
 {
-    cpu_set_t mask;
-    check(::sched_getaffinity(0, sizeof mask, &mask) == 0, "sched_getaffinity");
-    const std::vector<int> cpus = allowedCpus();
-    const int ours = cpus[0];
-    const int theirs = oneCpu ? ours : cpus[1 % cpus.size()];
-    pinTo(ours);
     std::vector<double> rtts;
-    const auto timed = [&](const std::function<void()>& once) {
-        for (int i = 0; i < 100; ++i)
-            once();
-        const auto start = Clock::now();
-        while (secondsSince(start) < seconds) {
-            const auto t0 = Clock::now();
-            once();
-            rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-        }
-    };
     if (futex) {
-        void* m = ::mmap(nullptr, sizeof(Words), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                         -1, 0);
-        check(m != MAP_FAILED, "mmap");
-        auto* w = new (m) Words;
-        {
-            Child echo([w, theirs] {
-                pinTo(theirs);
-                for (std::uint32_t seen = 0;; ++seen) {
-                    futexWait(w->ping, seen);
-                    futexBump(w->pong);
-                }
-            });
-            std::uint32_t seen = 0;
-            timed([&] {
-                futexBump(w->ping);
-                futexWait(w->pong, seen++);
-            });
-        }
-        ::munmap(m, sizeof(Words));
+        rtts = sleepingRoundTrips(seconds, placement, Sides::Processes);
     } else {
+        cpu_set_t mask;
+        check(::sched_getaffinity(0, sizeof mask, &mask) == 0, "sched_getaffinity");
+        const std::vector<int> cpus = allowedCpus();
+        const int theirs = placement == Placement::TwoCpus ? cpus.at(1) : cpus[0];
         int l = listenOn(0, false);
         auto [c, s] = tcpPair(l);
         {
@@ -264,16 +223,29 @@ double roundTrip(bool futex, double seconds, bool oneCpu)
                 }
             });
             ::close(s);
+            pinTo(cpus[0]);
             char b[64] = {};
-            timed([&] {
+            for (int i = 0; i < 100; ++i) {
                 writeAll(c, b, sizeof b);
                 readAll(c, b, sizeof b);
-            });
+            }
+            const auto start = Clock::now();
+            while (secondsSince(start) < seconds) {
+                const auto t0 = Clock::now();
+                writeAll(c, b, sizeof b);
+                readAll(c, b, sizeof b);
+                rtts.push_back(
+                    std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+            }
+            check(::sched_setaffinity(0, sizeof mask, &mask) == 0, "sched_setaffinity");
         }
         ::close(c);
         ::close(l);
     }
-    check(::sched_setaffinity(0, sizeof mask, &mask) == 0, "sched_setaffinity");
+    if (rtts.empty()) {
+        errno = ETIME;
+        check(false, "no round trip within the cell's time");
+    }
     return median(rtts);
 }
 
@@ -295,7 +267,7 @@ struct KeepAliveConn {
 double keepAlive(bool shared, double seconds, unsigned conns)
 {
     std::vector<KeepAliveConn> cs(conns);
-    const std::size_t mailboxes = 2 * 4096 * conns;
+    const std::size_t mailboxes = 2 * kMailbox * conns;
     char* shm = nullptr;
     int l = -1;
     if (shared) {
@@ -312,8 +284,8 @@ double keepAlive(bool shared, double seconds, unsigned conns)
             check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0, "socketpair");
             c.client = sv[0];
             c.server = sv[1];
-            c.toServer = shm + 2 * 4096 * i;
-            c.toClient = c.toServer + 4096;
+            c.toServer = shm + 2 * kMailbox * i;
+            c.toClient = c.toServer + kMailbox;
         } else {
             std::tie(c.client, c.server) = tcpPair(l);
             check(::fcntl(c.client, F_SETFL, O_NONBLOCK) == 0, "fcntl");
@@ -324,15 +296,21 @@ double keepAlive(bool shared, double seconds, unsigned conns)
     // themselves, counted in `got` until all `n` are there.
     const auto take = [shared](int fd, const char* mailbox, char* into, std::size_t n,
                                std::size_t& got) {
+        const auto ended = [](ssize_t r) {
+            if (r == 0)
+                errno = ECONNRESET; // the other side is gone
+            check(r != 0 && (r > 0 || errno == EAGAIN || errno == EINTR), "read");
+            return r < 0;
+        };
         if (shared) {
             char pulse;
-            if (::read(fd, &pulse, 1) != 1)
+            if (ended(::read(fd, &pulse, 1)))
                 return false;
             std::copy_n(mailbox, n, into);
             return true;
         }
-        ssize_t r = ::read(fd, into, n - got);
-        if (r <= 0)
+        ssize_t r = ::read(fd, into + got, n - got);
+        if (ended(r))
             return false;
         got += static_cast<std::size_t>(r);
         if (got < n)
@@ -352,7 +330,7 @@ double keepAlive(bool shared, double seconds, unsigned conns)
     const auto loop = [&](unsigned lo, unsigned hi, bool serve, double until, long* answered) {
         int ep = ::epoll_create1(0);
         check(ep >= 0, "epoll_create1");
-        std::vector<char> buf(4096);
+        std::vector<char> buf(kMailbox);
         for (unsigned i = lo; i < hi; ++i) {
             epoll_event e{EPOLLIN, {.u32 = i}};
             check(::epoll_ctl(ep, EPOLL_CTL_ADD, serve ? cs[i].server : cs[i].client, &e) == 0,
@@ -502,7 +480,9 @@ long closeClient(const sockaddr_in& to, bool clc, unsigned conns, double seconds
                 c.step = Step::Answering;
                 c.got -= kAccept;
             } else if (r == 0) {
-                check(c.step == Step::Answering && c.got == kPage, "a short page");
+                errno = EPROTO;
+                check(c.step == Step::Answering, "the server closed before the page");
+                check(c.got == kPage, "a short page");
                 ::close(c.fd);
                 ++done;
                 open(c);
@@ -539,16 +519,16 @@ double closeRate(bool clc, double seconds, unsigned conns)
 
 // --- The table ------------------------------------------------------------------------------
 
+// A row: the floor and TCP, measured in turns. `perOp`: a rate, whose CPU time per operation
+// (cores / rate) the verdict compares; otherwise a latency in µs, compared as a ratio.
 struct Row {
     const char* key; // the CSV's
     const char* what;
     const char* unit;
     const char* floorName;
     std::function<double(bool floor)> measure;
-    bool lowerIsBetter;
-    double target; // what the targets ask of SMC-D / TCP
-    const char* targetName;
-    const char* bound; // whom the floor binds
+    bool perOp;
+    const char* verdict; // printf format: the row's ratio, its range, then (perOp) the µs
 };
 
 } // namespace
@@ -571,22 +551,29 @@ int main(int argc, char** argv)
         .text("--csv", csvPath);
     args.parse(argc, argv);
     const double cell = seconds / rounds;
+    const double cores = static_cast<double>(allowedCpus().size());
 
-    const std::vector<Row> rows = {
-        {"rtt-two-cpus", "round trip, asleep, two CPUs", "us", "futex",
-         [&](bool f) { return roundTrip(f, cell, false); }, true, 0.5,
-         "pingpong --busy-poll 0 p50 <=0.5, sockperf pp <=0.56", "SMC-D whose receive sleeps"},
-        {"rtt-one-cpu", "round trip, asleep, one CPU", "us", "futex",
-         [&](bool f) { return roundTrip(f, cell, true); }, true, 0.5,
-         "the same with both on one CPU", "SMC-D whose receive sleeps"},
-        {"keep-alive", "keep-alive, 1 KiB replies", "req/s", "shm+pulse",
-         [&](bool f) { return keepAlive(f, cell, conns); }, false, 1.35,
-         "nginx keep-alive >=1.34, redis >=1.35",
-         "user-space SMC-D under an unmodified epoll program"},
-        {"close", "Connection: close", "conns/s", "tcp+clc",
-         [&](bool f) { return closeRate(f, cell, conns); }, false, 0.8, "nginx close >=0.8",
-         "SMC that speaks CLC on the TCP connection"},
-    };
+    std::vector<Row> rows;
+    if (cores >= 2)
+        rows.push_back(
+            {"rtt-two-cpus", "round trip, asleep, two CPUs", "us", "futex",
+             [&](bool f) { return roundTrip(f, cell, Placement::TwoCpus); }, false,
+             "a sleeping round trip with its two ends on two CPUs: %.2fx TCP's (%s); a receive\n"
+             "  that sleeps cannot get SMC-D/TCP below that there (pingpong --busy-poll 0 asks\n"
+             "  <=0.5, sockperf pp <=0.56)"});
+    rows.push_back({"rtt-one-cpu", "round trip, asleep, one CPU", "us", "futex",
+                    [&](bool f) { return roundTrip(f, cell, Placement::OneCpu); }, false,
+                    "the same on one CPU: %.2fx TCP's (%s)"});
+    rows.push_back({"keep-alive", "keep-alive, 1 KiB replies", "req/s", "shm+pulse",
+                    [&](bool f) { return keepAlive(f, cell, conns); }, true,
+                    "keep-alive: %.2fx TCP's rate (%s) with no program work; it saves %.2f us of\n"
+                    "  CPU a request, so a program that spends c us a request over TCP reaches at\n"
+                    "  most c / (c - %.2f) under any user-space SMC-D"});
+    rows.push_back({"close", "Connection: close", "conns/s", "tcp+clc",
+                    [&](bool f) { return closeRate(f, cell, conns); }, true,
+                    "Connection: close: %.2fx TCP's rate (%s) with no program work; the CLC adds\n"
+                    "  %.2f us of CPU a connection, so a program that spends c us a connection\n"
+                    "  over TCP reaches at most c / (c + %.2f) under any SMC"});
 
     std::FILE* csv = nullptr;
     if (!csvPath.empty()) {
@@ -595,11 +582,11 @@ int main(int argc, char** argv)
             die("open --csv", std::error_code(errno, std::system_category()));
         std::fprintf(csv, "row,mode,value\n");
     }
-    std::printf("%-30s %8s %10s %12s %12s %9s\n", "what", "unit", "floor is", "floor", "TCP",
-                "floor/TCP");
+    std::printf("%-30s %8s %10s %12s %12s %9s %12s\n", "what", "unit", "floor is", "floor", "TCP",
+                "floor/TCP", "per round");
     std::vector<std::string> verdicts;
     for (const Row& row : rows) {
-        std::vector<double> floors, tcps;
+        std::vector<double> floors, tcps, ratios;
         for (unsigned r = 0; r < rounds; ++r) {
             // Each goes first in turn: a noisy moment moves one round of each, not one column.
             if (r % 2 == 0) {
@@ -609,24 +596,32 @@ int main(int argc, char** argv)
                 tcps.push_back(row.measure(false));
                 floors.push_back(row.measure(true));
             }
+            ratios.push_back(floors.back() / tcps.back());
         }
         const double f = median(floors), t = median(tcps), ratio = f / t;
-        std::printf("%-30s %8s %10s %12.1f %12.1f %8.2fx\n", row.what, row.unit, row.floorName, f,
-                    t, ratio);
+        char range[32];
+        std::snprintf(range, sizeof range, "%.2f-%.2fx",
+                      *std::min_element(ratios.begin(), ratios.end()),
+                      *std::max_element(ratios.begin(), ratios.end()));
+        std::printf("%-30s %8s %10s %12.1f %12.1f %8.2fx %12s\n", row.what, row.unit, row.floorName,
+                    f, t, ratio, range);
         if (csv != nullptr) {
             std::fprintf(csv, "%s,%s,%.3f\n", row.key, row.floorName, f);
             std::fprintf(csv, "%s,tcp,%.3f\n", row.key, t);
         }
-        const bool reachable = row.lowerIsBetter ? ratio <= row.target : ratio >= row.target;
-        char line[256];
-        std::snprintf(line, sizeof line, "floor of %s: %.2fx TCP; %s: %s%s%s", row.what, ratio,
-                      row.targetName, reachable ? "within it" : "beyond it: no ",
-                      reachable ? "" : row.bound, reachable ? "" : " reaches it on this machine");
+        char line[512];
+        if (row.perOp) {
+            // CPU time per operation: both cores busy for 1/rate each.
+            const double delta = std::abs(cores * 1e6 / t - cores * 1e6 / f);
+            std::snprintf(line, sizeof line, row.verdict, ratio, range, delta, delta);
+        } else {
+            std::snprintf(line, sizeof line, row.verdict, ratio, range);
+        }
         verdicts.emplace_back(line);
     }
-    std::printf("\n");
+    std::printf("\nfloors on this machine (%.0f cores):\n", cores);
     for (const std::string& v : verdicts)
-        std::printf("%s\n", v.c_str());
+        std::printf("- %s\n", v.c_str());
     if (csv != nullptr)
         std::fclose(csv);
     return 0;

@@ -1,19 +1,18 @@
 // SPDX-License-Identifier: MIT
 // LLC flow latency between a server and a client link group in one process: ADD_LINK (with
 // the ADD_LINK_CONT exchange), DELETE_LINK, CONFIRM_RKEY and DELETE_RKEY, in process or on RDMA.
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "bench/common/args.h"
 #include "bench/common/die.h"
 #include "bench/common/stats.h"
+#include "bench/common/wakeup.h"
 #include "tests/libtest/group_pair.h"
 
 namespace
@@ -59,31 +58,6 @@ struct Samples {
     }
     double at(double q) const { return bench::percentile(us, q); }
 };
-
-// The median round trip (µs) between two threads that each sleep until the other wakes them:
-// what every message of a flow that waits for its answer on its own thread pays at least.
-double sleepingRoundTripUs()
-{
-    std::atomic<std::uint32_t> ping{0}, pong{0};
-    constexpr std::uint32_t kTrips = 2000;
-    std::thread echo([&] {
-        for (std::uint32_t i = 0; i < kTrips; ++i) {
-            ping.wait(i);
-            pong.store(i + 1);
-            pong.notify_one();
-        }
-    });
-    Samples trips;
-    for (std::uint32_t i = 0; i < kTrips; ++i) {
-        const auto t0 = Clock::now();
-        ping.store(i + 1);
-        ping.notify_one();
-        pong.wait(i);
-        trips.add(t0);
-    }
-    echo.join();
-    return trips.at(0.5);
-}
 
 void row(const char* flow, unsigned llc, unsigned conns, const Samples& s)
 {
@@ -179,14 +153,25 @@ int run(const Options& o)
         std::printf(
             "target add-link with %u connections, LLC v%u, median <= %.0f us: %s (%.0f us)\n",
             kTargetConns, llc, kTargetUs, us <= kTargetUs ? "met" : "MISSED", us);
-    if (!targets.empty()) {
+    if (std::any_of(targets.begin(), targets.end(), [](auto t) { return t.first == 1; })) {
         // v1 sends two rkeys per ADD_LINK_CONT and the two sides take turns, each flow waiting
-        // for the other's message: a round trip per two connections, at least a wake-up each way.
-        const double trip = sleepingRoundTripUs();
+        // for the other's message on its own thread: a round trip per two connections, each at
+        // least a wake-up each way.
         const unsigned trips = (kTargetConns + 1) / 2;
-        std::printf("LLC v1's floor here: %u ADD_LINK_CONT round trips for %u connections, each at "
-                    "least a sleeping round trip between two threads (%.1f us): %.0f us\n",
-                    trips, kTargetConns, trip, trips * trip);
+        std::printf(
+            "LLC v1 here: %u ADD_LINK_CONT round trips for %u connections; a sleeping round "
+            "trip between two threads takes",
+            trips, kTargetConns);
+        for (bench::Placement p : {bench::Placement::OneCpu, bench::Placement::TwoCpus}) {
+            if (p == bench::Placement::TwoCpus && bench::allowedCpus().size() < 2)
+                continue;
+            const double us =
+                bench::median(bench::sleepingRoundTrips(0.2, p, bench::Sides::Threads));
+            std::printf(" %.1f us on %s (%.0f us for all)%s", us,
+                        p == bench::Placement::OneCpu ? "one CPU" : "two", trips * us,
+                        p == bench::Placement::OneCpu ? "," : "");
+        }
+        std::printf("\n");
     }
     return 0;
 }

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+// sleepingRoundTrips: futex ping-pong between two pinned threads or processes.
+#include "bench/common/wakeup.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <new>
+#include <system_error>
+#include <thread>
+
+#include "bench/common/die.h"
+
+namespace smc::bench
+{
+
+namespace
+{
+
+using Clock = std::chrono::steady_clock;
+
+struct Words {
+    std::atomic<std::uint32_t> ping{0};
+    std::atomic<std::uint32_t> pong{0};
+    std::atomic<bool> stop{false};
+};
+
+[[noreturn]] void dieErrno(const char* what)
+{
+    die(what, std::error_code(errno, std::system_category()));
+}
+
+void pinTo(int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0)
+        dieErrno("sched_setaffinity");
+}
+
+// Waits until `w` is no longer `seen`. False if that took more than a second: the other side
+// is gone or stuck, and a benchmark must not hang on it.
+bool sleepWhile(std::atomic<std::uint32_t>& w, std::uint32_t seen)
+{
+    const timespec slice{0, 100'000'000};
+    for (int i = 0; i < 10; ++i) {
+        if (w.load(std::memory_order_acquire) != seen)
+            return true;
+        // Not FUTEX_PRIVATE: the word may be in memory another process maps.
+        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w), FUTEX_WAIT, seen, &slice,
+                  nullptr, 0);
+    }
+    return w.load(std::memory_order_acquire) != seen;
+}
+
+void bump(std::atomic<std::uint32_t>& w)
+{
+    w.fetch_add(1, std::memory_order_release);
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
+// The other side: answers every ping until told to stop.
+void echo(Words& w, int cpu)
+{
+    pinTo(cpu);
+    for (std::uint32_t seen = 0; !w.stop.load(std::memory_order_acquire); ++seen) {
+        while (!sleepWhile(w.ping, seen))
+            if (w.stop.load(std::memory_order_acquire))
+                return;
+        bump(w.pong);
+    }
+}
+
+} // namespace
+
+std::vector<int> allowedCpus()
+{
+    cpu_set_t set;
+    if (::sched_getaffinity(0, sizeof set, &set) != 0)
+        dieErrno("sched_getaffinity");
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set))
+            cpus.push_back(c);
+    return cpus;
+}
+
+std::vector<double> sleepingRoundTrips(double seconds, Placement placement, Sides sides)
+{
+    cpu_set_t mask;
+    if (::sched_getaffinity(0, sizeof mask, &mask) != 0)
+        dieErrno("sched_getaffinity");
+    const std::vector<int> cpus = allowedCpus();
+    if (placement == Placement::TwoCpus && cpus.size() < 2) {
+        errno = EINVAL;
+        dieErrno("a round trip on two CPUs needs two");
+    }
+    const int ours = cpus[0];
+    const int theirs = placement == Placement::TwoCpus ? cpus[1] : ours;
+
+    void* m =
+        ::mmap(nullptr, sizeof(Words), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        dieErrno("mmap");
+    auto* w = new (m) Words;
+    std::thread thread;
+    pid_t child = -1;
+    if (sides == Sides::Threads) {
+        thread = std::thread(echo, std::ref(*w), theirs);
+    } else {
+        std::fflush(nullptr); // a child that dies must not write our buffered output again
+        child = ::fork();
+        if (child < 0)
+            dieErrno("fork");
+        if (child == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the benchmark
+            echo(*w, theirs);
+            ::_exit(0);
+        }
+    }
+    pinTo(ours);
+
+    std::vector<double> trips;
+    std::uint32_t seen = 0;
+    const auto once = [&] {
+        bump(w->ping);
+        if (!sleepWhile(w->pong, seen++)) {
+            errno = ETIMEDOUT;
+            dieErrno("the other side of the round trip stopped answering");
+        }
+    };
+    for (int i = 0; i < 100; ++i)
+        once();
+    const auto start = Clock::now();
+    while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+        const auto t0 = Clock::now();
+        once();
+        trips.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+
+    w->stop.store(true, std::memory_order_release);
+    bump(w->ping);
+    if (thread.joinable())
+        thread.join();
+    if (child > 0)
+        ::waitpid(child, nullptr, 0);
+    ::munmap(m, sizeof(Words));
+    if (::sched_setaffinity(0, sizeof mask, &mask) != 0)
+        dieErrno("sched_setaffinity");
+    return trips;
+}
+
+} // namespace smc::bench
