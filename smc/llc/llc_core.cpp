@@ -262,21 +262,57 @@ void LlcCore::disarm(const Waiter& w)
 Result<Message> LlcCore::await(Waiter& w, std::chrono::milliseconds timeout)
 {
     MutexLocker lock(mutex_);
-    const bool done = changed_.waitFor(lock, timeout, [&]() SMC_REQUIRES(mutex_) {
-        return w.got.has_value() || w.linkDown || !live();
-    });
-    waiter_ = nullptr;
+    bool done = false;
+    for (unsigned seen = w.relayed; !done; seen = w.relayed) {
+        done = changed_.waitFor(lock, timeout, [&]() SMC_REQUIRES(mutex_) {
+            return w.got.has_value() || w.linkDown || w.relayError || !live() || w.relayed != seen;
+        });
+        if (!done)
+            break; // nothing came within the timeout
+        done = w.got.has_value() || w.linkDown || w.relayError || !live();
+    }
+    waiter_ = nullptr; // no relay starts after this
+    // One that runs uses what the flow owns (the relay's captures): wait for its end. It
+    // is bounded by its send's wait for a slot.
+    changed_.wait(lock, [&]() SMC_REQUIRES(mutex_) { return !w.relaying; });
     if (w.got)
         return std::move(*w.got);
+    if (w.relayError)
+        return w.relayError;
     return done ? gone() : std::make_error_code(std::errc::timed_out);
+}
+
+void LlcCore::relay(const Message& m)
+{
+    Waiter* w = nullptr;
+    {
+        MutexLocker lock(mutex_);
+        w = relayed_; // its `relaying` keeps it: await() does not return before we clear it
+    }
+    std::optional<Message> answer = w->relay(m);
+    Result<void> sent = answer ? send(w->slot, *answer) : Result<void>();
+    MutexLocker lock(mutex_);
+    if (!answer)
+        w->got = m;
+    else if (!sent)
+        w->relayError = sent.error();
+    ++w->relayed;
+    w->relaying = false;
+    relayed_ = nullptr;
+    changed_.notify_all();
 }
 
 // The waiter is armed before the message goes, so an answer can never
 // arrive before anybody waits for it.
 Result<Message> LlcCore::exchange(unsigned sendSlot, const Message& m, unsigned waitSlot, Type type,
-                                  bool response, std::chrono::milliseconds timeout)
+                                  bool response, std::chrono::milliseconds timeout,
+                                  Waiter::Relay relay)
 {
-    Waiter w{waitSlot, type, response, std::nullopt, false};
+    Waiter w;
+    w.slot = waitSlot;
+    w.type = type;
+    w.response = response;
+    w.relay = std::move(relay);
     arm(w);
     if (Result<void> r = send(sendSlot, m); !r) {
         disarm(w);
@@ -286,17 +322,23 @@ Result<Message> LlcCore::exchange(unsigned sendSlot, const Message& m, unsigned 
 }
 
 // Two sides deleting the same link at once: the peer's request answers ours.
-bool LlcCore::answerWaiter(unsigned slot, const Message& m)
+LlcCore::Answer LlcCore::answerWaiter(unsigned slot, const Message& m)
 {
     const Type type = m.type();
-    if (!waiter_ || waiter_->got || waiter_->slot != slot || waiter_->type != type)
-        return false;
+    if (!waiter_ || waiter_->got || waiter_->relaying || waiter_->relayError ||
+        waiter_->slot != slot || waiter_->type != type)
+        return Answer::No;
     const bool crossing = type == Type::DeleteLink && !m.response && waiter_->response;
     if (m.response != waiter_->response && !crossing)
-        return false;
+        return Answer::No;
+    if (waiter_->relay && !crossing) {
+        waiter_->relaying = true;
+        relayed_ = waiter_;
+        return Answer::Relay;
+    }
     waiter_->got = m;
     changed_.notify_all();
-    return !crossing;
+    return crossing ? Answer::No : Answer::Yes;
 }
 
 void LlcCore::failWaiter(unsigned slot)

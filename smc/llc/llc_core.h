@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -119,12 +120,24 @@ class LlcCore
 public:
     // A flow's wait for one message: `type` on `slot`, a response or a request.
     struct Waiter {
+        // What a relay returns: the message to send back on `slot` (the wait goes on), or
+        // none: the relay is done, and the message it took becomes `got`.
+        using Relay = std::function<std::optional<llc::Message>(const llc::Message&)>;
+
         unsigned slot = 0;
         llc::Type type{};
         bool response = false;
         std::optional<llc::Message> got;
         bool linkDown = false;
+        // Optional: answers each awaited message on the thread that delivers it, so a
+        // back-and-forth exchange wakes the flow once, at its end (v1's ADD_LINK_CONTs).
+        Relay relay;
+        bool relaying = false;      // a relay call is running: the flow may not return yet
+        unsigned relayed = 0;       // messages the relay answered: each restarts the timeout
+        std::error_code relayError; // its answer could not be sent
     };
+    // What answerWaiter made of a message.
+    enum class Answer { No, Yes, Relay };
 
     // The provider, host, reports and executor must outlive the core.
     LlcCore(LlcConfig config, LinkProvider& provider, LlcHost& host, LinkReports& reports,
@@ -193,12 +206,19 @@ public:
     void arm(Waiter& w);
     void disarm(const Waiter& w);
     Result<llc::Message> await(Waiter& w, std::chrono::milliseconds timeout);
-    // Send `m` on `sendSlot` and wait for `type` on `waitSlot`.
+    // Send `m` on `sendSlot` and wait for `type` on `waitSlot`; with `relay`, each such
+    // message goes to it first (Waiter::relay), and the wait ends when it says done: each
+    // message it answers gives the next one the whole timeout again.
     Result<llc::Message> exchange(unsigned sendSlot, const llc::Message& m, unsigned waitSlot,
-                                  llc::Type type, bool response, std::chrono::milliseconds timeout);
-    // `m` came on `slot`: true if it was what the waiter waits for and nothing else (a
-    // crossing DELETE_LINK request also answers our own, and still runs as a request).
-    bool answerWaiter(unsigned slot, const llc::Message& m) SMC_REQUIRES(mutex_);
+                                  llc::Type type, bool response, std::chrono::milliseconds timeout,
+                                  Waiter::Relay relay = {});
+    // `m` came on `slot`: Yes if it was what the waiter waits for and nothing else (a
+    // crossing DELETE_LINK request also answers our own, and still runs as a request);
+    // Relay if the waiter's relay must take it: the caller then calls relay() unlocked.
+    Answer answerWaiter(unsigned slot, const llc::Message& m) SMC_REQUIRES(mutex_);
+    // Runs the waiter's relay on `m` (after answerWaiter said Relay) and sends its answer,
+    // or ends the wait. Not under the lock: the send may wait for a send slot.
+    void relay(const llc::Message& m);
     // The waiter on `slot` gives up: its link went down.
     void failWaiter(unsigned slot) SMC_REQUIRES(mutex_);
 
@@ -249,6 +269,8 @@ private:
     std::array<Owned, kMaxLinks> owned_ SMC_GUARDED_BY(mutex_);
     Flow flow_ SMC_GUARDED_BY(mutex_) = Flow::None;
     Waiter* waiter_ SMC_GUARDED_BY(mutex_) = nullptr;
+    // The waiter whose relay runs: set with its `relaying`, which keeps it alive until cleared.
+    Waiter* relayed_ SMC_GUARDED_BY(mutex_) = nullptr;
     LlcStats stats_ SMC_GUARDED_BY(mutex_);
     bool stopping_ SMC_GUARDED_BY(mutex_) = false;
     std::atomic<bool> terminated_{false};

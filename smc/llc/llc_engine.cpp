@@ -47,6 +47,7 @@ void LlcEngine::received(unsigned slot, std::uint64_t epoch, std::vector<std::by
         return;
     }
     Result<Message> decoded = llc::decode(bytes);
+    bool relay = false;
     {
         MutexLocker lock(core_.mutex());
         Link& link = core_.links()[slot];
@@ -59,9 +60,16 @@ void LlcEngine::received(unsigned slot, std::uint64_t epoch, std::vector<std::by
         } else if (decoded->type() == Type::TestLink && decoded->response) {
             link.testPending = false;
             return;
-        } else if (core_.answerWaiter(slot, *decoded)) {
+        } else if (const LlcCore::Answer a = core_.answerWaiter(slot, *decoded);
+                   a == LlcCore::Answer::Yes) {
             return; // what a flow waited for
+        } else {
+            relay = a == LlcCore::Answer::Relay;
         }
+    }
+    if (relay) {
+        core_.relay(*decoded); // answered here, on the delivery thread
+        return;
     }
     if (!decoded) {
         // Linux terminates the group on a protocol violation (the event

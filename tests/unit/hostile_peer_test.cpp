@@ -3,6 +3,8 @@
 // replies.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "tests/libtest/hostile.h"
 
 namespace smc
@@ -176,6 +178,35 @@ TEST(HostilePeer, AddLinkContNamingAnotherLinkFailsTheFlow)
     EXPECT_EQ(std::get<llc::DeleteLink>(next->body).linkId, 2);
     EXPECT_TRUE(test::eventually([&] { return p.group().links().size() == 1; }));
     EXPECT_EQ(p.group().stats().linkIdsRefused, 1u);
+}
+
+// The client answers each ADD_LINK_CONT where it is delivered, and its flow waits once for
+// the whole exchange: each CONT gives the next one the whole wait again (500 ms here), and a
+// server that stops half way is given up on after one wait, not one per rkey it still owes.
+TEST(HostilePeer, AddLinkContExchangeWaitsPerMessageAndGivesUpOnSilence)
+{
+    RawPeer p(test::hostileConfig(Role::Client));
+    ASSERT_TRUE(p.start(1));
+    PeerEnd* via = p.end();
+    std::optional<llc::AddLink> answer = test::offerLink(*via, 2);
+    ASSERT_TRUE(answer && !answer->reject);
+    // Eight rkeys announced, two per message: three messages 300 ms apart (900 ms in all,
+    // longer than one wait), then silence with two still owed.
+    for (std::uint8_t remaining = 8; remaining > 2; remaining -= 2) {
+        if (remaining < 8)
+            std::this_thread::sleep_for(300ms);
+        const llc::AddLinkCont cont{2, remaining, {{remaining, 0x100u + remaining, 0x1000}, {}}};
+        ASSERT_TRUE(via->send({1, false, cont}));
+        std::optional<Message> back = via->nextOf(Type::AddLinkCont, true, 2s);
+        ASSERT_TRUE(back) << "no answer to the CONT announcing " << int(remaining);
+        EXPECT_EQ(std::get<llc::AddLinkCont>(back->body).linkId, 2);
+    }
+    // The client clears the new link (the server, which gave up, clears its own end).
+    const auto silent = std::chrono::steady_clock::now();
+    ASSERT_TRUE(test::eventually([&] { return p.group().links().size() == 1; }))
+        << "the client did not give up on a silent server";
+    EXPECT_LT(std::chrono::steady_clock::now() - silent, 2000ms); // one wait, with room
+    EXPECT_EQ(p.group().activeLinks(), 1u);
 }
 
 TEST(HostilePeer, ConfirmLinkNamingAnotherLinkFailsTheFlow)

@@ -24,7 +24,8 @@ Result<void> FirstLinkFlow::prepareFirst(const FlowToken& token, NewLink first)
         return std::make_error_code(std::errc::invalid_argument);
     // The client waits for the server's CONFIRM_LINK from the first byte on.
     if (core_.config().role == Role::Client) {
-        waiter_ = LlcCore::Waiter{0, Type::ConfirmLink, false, std::nullopt, false};
+        waiter_ = LlcCore::Waiter{};
+        waiter_.type = Type::ConfirmLink; // a request, on slot 0
         core_.arm(waiter_);
     }
     Result<void> result = core_.attach(0, std::move(first));

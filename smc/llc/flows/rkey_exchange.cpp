@@ -18,6 +18,8 @@ using llc::Type;
 // must be what the last one left, or rkeys would pair wrongly (a duplicate, a
 // lost one): protocol_error; so is one for another link than the new one. Returns, for the client,
 // its last ADD_LINK_CONT: the caller sends it and waits for CONFIRM_LINK on the new link.
+// Each ADD_LINK_CONT is answered where it is delivered (a relay, LlcCore::Waiter): the flow
+// sleeps once for the whole exchange, not twice a message (64 connections: 32 round trips).
 Result<std::optional<Message>> AddLinkFlows::exchangeRkeys(unsigned via, unsigned newSlot,
                                                            std::uint8_t linkId,
                                                            std::optional<Message> opening)
@@ -34,31 +36,42 @@ Result<std::optional<Message>> AddLinkFlows::exchangeRkeys(unsigned via, unsigne
         sent += n;
         return Message{1, !server, cont};
     };
-    Message out = server ? nextCont() : std::move(*opening);
-    for (;;) {
-        Result<Message> in =
-            core_.exchange(via, out, via, Type::AddLinkCont, server, core_.config().timeouts.wait);
-        if (!in)
-            return in.error();
-        const auto& pc = std::get<llc::AddLinkCont>(in->body);
+    std::error_code error;
+    std::optional<Message> last; // the client's
+    // On the delivery thread, one call at a time (LlcCore::relay); the flow waits meanwhile.
+    auto answer = [&](const Message& in) -> std::optional<Message> {
+        const auto& pc = std::get<llc::AddLinkCont>(in.body);
         if (pc.linkId != linkId) { // rkeys for some other link
             MutexLocker lock(core_.mutex());
             ++core_.stats().linkIdsRefused;
-            return std::make_error_code(std::errc::protocol_error);
+            error = std::make_error_code(std::errc::protocol_error);
+            return std::nullopt;
         }
-        if (!first && pc.remaining != peerLeft)
-            return std::make_error_code(std::errc::protocol_error);
+        if (!first && pc.remaining != peerLeft) {
+            error = std::make_error_code(std::errc::protocol_error);
+            return std::nullopt;
+        }
         first = false;
         peerLeft = pc.remaining - std::min<std::size_t>(pc.remaining, pc.rkeys.size());
         for (const llc::RkeyPair& p : pc.rkeys)
             (void)core_.rtokens().setByRkey(via, p.rkey, newSlot, {p.newRkey, p.newVaddr});
-        const bool serverDone = server && sent >= mine.size() && peerLeft == 0;
-        if (serverDone)
-            return std::optional<Message>();
-        out = nextCont();
-        if (!server && sent >= mine.size() && peerLeft == 0)
-            return std::optional<Message>(std::move(out));
-    }
+        if (server && sent >= mine.size() && peerLeft == 0)
+            return std::nullopt; // both sides have all: CONFIRM_LINK is next
+        Message next = nextCont();
+        if (!server && sent >= mine.size() && peerLeft == 0) {
+            last = std::move(next); // sent by the caller, which then waits for CONFIRM_LINK
+            return std::nullopt;
+        }
+        return next;
+    };
+    const Message opener = server ? nextCont() : std::move(*opening);
+    Result<Message> end = core_.exchange(via, opener, via, Type::AddLinkCont, server,
+                                         core_.config().timeouts.wait, answer);
+    if (!end)
+        return end.error();
+    if (error)
+        return error;
+    return last;
 }
 
 // Our RMBs' rkeys on `via` and on the new link, and its GID: what a v2 ADD_LINK (request or
