@@ -3,6 +3,8 @@
 // the group.
 #include "smc/llc/llc_core.h"
 
+#include <new>
+
 #include <algorithm>
 #include <cassert>
 
@@ -252,29 +254,47 @@ void LlcCore::arm(Waiter& w)
     waiter_ = &w;
 }
 
-void LlcCore::disarm(const Waiter& w)
+void LlcCore::disarm(Waiter& w)
 {
     MutexLocker lock(mutex_);
+    release(lock, w);
+}
+
+// No relay starts for `w` after this, and none still runs when it returns: a relay uses what
+// the flow owns (its captures, `w` itself on the flow's stack). Bounded by a send's wait for
+// a slot.
+void LlcCore::release(MutexLocker& lock, Waiter& w)
+{
     if (waiter_ == &w)
         waiter_ = nullptr;
+    w.flowWaits = true;
+    changed_.wait(lock, [&]() SMC_REQUIRES(mutex_) { return !w.relaying; });
 }
 
 Result<Message> LlcCore::await(Waiter& w, std::chrono::milliseconds timeout)
 {
     MutexLocker lock(mutex_);
+    const auto over = [&]() SMC_REQUIRES(mutex_) {
+        return w.got.has_value() || w.linkDown || w.relayError || !live();
+    };
     bool done = false;
-    for (unsigned seen = w.relayed; !done; seen = w.relayed) {
-        done = changed_.waitFor(lock, timeout, [&]() SMC_REQUIRES(mutex_) {
-            return w.got.has_value() || w.linkDown || w.relayError || !live() || w.relayed != seen;
-        });
-        if (!done)
-            break; // nothing came within the timeout
-        done = w.got.has_value() || w.linkDown || w.relayError || !live();
+    // A relay does not wake us for each message it answers (the exchange goes on without
+    // us): a timeout that finds it answered one since, or answering, waits again.
+    for (unsigned seen = w.relayed;; seen = w.relayed) {
+        done = changed_.waitFor(lock, timeout, over);
+        if (done)
+            break;
+        if (w.relaying) {
+            w.flowWaits = true;
+            changed_.wait(lock, [&]() SMC_REQUIRES(mutex_) { return !w.relaying; });
+            w.flowWaits = false;
+        }
+        if (over() || w.relayed == seen) {
+            done = over();
+            break; // nothing came within the timeout, or it ended meanwhile
+        }
     }
-    waiter_ = nullptr; // no relay starts after this
-    // One that runs uses what the flow owns (the relay's captures): wait for its end. It
-    // is bounded by its send's wait for a slot.
-    changed_.wait(lock, [&]() SMC_REQUIRES(mutex_) { return !w.relaying; });
+    release(lock, w);
     if (w.got)
         return std::move(*w.got);
     if (w.relayError)
@@ -287,19 +307,30 @@ void LlcCore::relay(const Message& m)
     Waiter* w = nullptr;
     {
         MutexLocker lock(mutex_);
-        w = relayed_; // its `relaying` keeps it: await() does not return before we clear it
+        w = relayed_; // its `relaying` keeps it: release() does not return before we clear it
     }
-    std::optional<Message> answer = w->relay(m);
-    Result<void> sent = answer ? send(w->slot, *answer) : Result<void>();
+    std::optional<Message> answer;
+    std::error_code error;
+    try {
+        answer = w->relay(m);
+    } catch (const std::bad_alloc&) {
+        error = std::make_error_code(std::errc::not_enough_memory);
+    }
+    if (answer)
+        if (Result<void> sent = send(w->slot, *answer); !sent)
+            error = sent.error();
     MutexLocker lock(mutex_);
-    if (!answer)
+    if (error)
+        w->relayError = error;
+    else if (!answer)
         w->got = m;
-    else if (!sent)
-        w->relayError = sent.error();
     ++w->relayed;
     w->relaying = false;
     relayed_ = nullptr;
-    changed_.notify_all();
+    // The flow hears of the end of the exchange, or of the relay it waits for; not of each
+    // message answered on the way.
+    if (error || !answer || w->flowWaits)
+        changed_.notify_all();
 }
 
 // The waiter is armed before the message goes, so an answer can never
@@ -315,7 +346,7 @@ Result<Message> LlcCore::exchange(unsigned sendSlot, const Message& m, unsigned 
     w.relay = std::move(relay);
     arm(w);
     if (Result<void> r = send(sendSlot, m); !r) {
-        disarm(w);
+        disarm(w); // a relay that started meanwhile ends first
         return r.error();
     }
     return await(w, timeout);
@@ -325,8 +356,8 @@ Result<Message> LlcCore::exchange(unsigned sendSlot, const Message& m, unsigned 
 LlcCore::Answer LlcCore::answerWaiter(unsigned slot, const Message& m)
 {
     const Type type = m.type();
-    if (!waiter_ || waiter_->got || waiter_->relaying || waiter_->relayError ||
-        waiter_->slot != slot || waiter_->type != type)
+    if (!waiter_ || waiter_->got || waiter_->relaying || waiter_->relayError || waiter_->linkDown ||
+        !live() || waiter_->slot != slot || waiter_->type != type)
         return Answer::No;
     const bool crossing = type == Type::DeleteLink && !m.response && waiter_->response;
     if (m.response != waiter_->response && !crossing)

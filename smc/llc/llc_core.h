@@ -133,8 +133,9 @@ public:
         // back-and-forth exchange wakes the flow once, at its end (v1's ADD_LINK_CONTs).
         Relay relay;
         bool relaying = false;      // a relay call is running: the flow may not return yet
-        unsigned relayed = 0;       // messages the relay answered: each restarts the timeout
-        std::error_code relayError; // its answer could not be sent
+        bool flowWaits = false;     // the flow waits for that call's end: tell it
+        unsigned relayed = 0;       // messages the relay took: each restarts the timeout
+        std::error_code relayError; // its answer could not be made or sent
     };
     // What answerWaiter made of a message.
     enum class Answer { No, Yes, Relay };
@@ -204,11 +205,11 @@ public:
     Result<void> send(unsigned slot, const llc::Message& m);
     // The one waiter: set before the awaited message can come, then await()ed.
     void arm(Waiter& w);
-    void disarm(const Waiter& w);
+    void disarm(Waiter& w);
     Result<llc::Message> await(Waiter& w, std::chrono::milliseconds timeout);
     // Send `m` on `sendSlot` and wait for `type` on `waitSlot`; with `relay`, each such
-    // message goes to it first (Waiter::relay), and the wait ends when it says done: each
-    // message it answers gives the next one the whole timeout again.
+    // message goes to it first (Waiter::relay), and the wait ends when it says done. A
+    // timeout that finds it took a message since waits again: silence ends it within two.
     Result<llc::Message> exchange(unsigned sendSlot, const llc::Message& m, unsigned waitSlot,
                                   llc::Type type, bool response, std::chrono::milliseconds timeout,
                                   Waiter::Relay relay = {});
@@ -242,6 +243,8 @@ public:
 private:
     friend class FlowToken;
     void releaseFlow();
+    // Ends `w`'s wait: disarmed, and no relay of its still running.
+    void release(MutexLocker& lock, Waiter& w) SMC_REQUIRES(mutex_);
     // timeouts.wait after terminate(): every link cleared once no flow holds the token (none
     // can take it any more), so a terminated group still held holds no QP.
     void clearLinksWhenIdle();

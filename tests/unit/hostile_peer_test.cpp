@@ -180,9 +180,9 @@ TEST(HostilePeer, AddLinkContNamingAnotherLinkFailsTheFlow)
     EXPECT_EQ(p.group().stats().linkIdsRefused, 1u);
 }
 
-// The client answers each ADD_LINK_CONT where it is delivered, and its flow waits once for
-// the whole exchange: each CONT gives the next one the whole wait again (500 ms here), and a
-// server that stops half way is given up on after one wait, not one per rkey it still owes.
+// The client answers each ADD_LINK_CONT where it is delivered, and its flow waits for the
+// whole exchange: a CONT keeps the exchange going past one wait (500 ms here), and a server
+// that stops half way is given up on within two waits, not one per rkey it still owes.
 TEST(HostilePeer, AddLinkContExchangeWaitsPerMessageAndGivesUpOnSilence)
 {
     RawPeer p(test::hostileConfig(Role::Client));
@@ -190,8 +190,8 @@ TEST(HostilePeer, AddLinkContExchangeWaitsPerMessageAndGivesUpOnSilence)
     PeerEnd* via = p.end();
     std::optional<llc::AddLink> answer = test::offerLink(*via, 2);
     ASSERT_TRUE(answer && !answer->reject);
-    // Eight rkeys announced, two per message: three messages 300 ms apart (900 ms in all,
-    // longer than one wait), then silence with two still owed.
+    // Eight rkeys announced, two per message: three messages 300 ms apart (600 ms from the
+    // first to the last, longer than one wait), then silence with two still owed.
     for (std::uint8_t remaining = 8; remaining > 2; remaining -= 2) {
         if (remaining < 8)
             std::this_thread::sleep_for(300ms);
@@ -205,7 +205,7 @@ TEST(HostilePeer, AddLinkContExchangeWaitsPerMessageAndGivesUpOnSilence)
     const auto silent = std::chrono::steady_clock::now();
     ASSERT_TRUE(test::eventually([&] { return p.group().links().size() == 1; }))
         << "the client did not give up on a silent server";
-    EXPECT_LT(std::chrono::steady_clock::now() - silent, 2000ms); // one wait, with room
+    EXPECT_LT(std::chrono::steady_clock::now() - silent, 2000ms); // two waits, with room
     EXPECT_EQ(p.group().activeLinks(), 1u);
 }
 
