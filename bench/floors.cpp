@@ -14,12 +14,11 @@
 //    with the CLC's three messages (SMC-Dv2's PROPOSAL, ACCEPT and CONFIRM, as smc-run sends
 //    them) before the request, against TCP without them. Every SMC, Linux's included, speaks
 //    CLC on the TCP connection first; the request and the page still go over TCP here.
-// The epoll rows keep both cores busy, so the CPU time per request or connection is about
-// cores / rate; what the floor saves or adds per operation bounds a program that does its own
-// work beside it (bench/apps prints those bounds for its rows).
+// For the epoll rows the machine's CPU time per operation is measured too (/proc/stat): what the
+// floor saves or adds per operation bounds a program that does its own work beside it
+// (bench/apps prints those bounds for its nginx rows).
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -27,19 +26,16 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
-#include <new>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -58,11 +54,12 @@ namespace
 
 using Clock = std::chrono::steady_clock;
 
-// Message sizes: an HTTP GET as wrk sends it, a redis reply of 1 KiB, nginx's default page
-// with its headers, and the CLC messages of an SMC-Dv2 handshake as smc-run sends them.
+// Message sizes: an HTTP GET as wrk sends it, a redis reply of 1 KiB, nginx's answer for
+// bench/apps' 6-byte page (its headers included), and the CLC messages of an SMC-Dv2 handshake as
+// smc-run sends them.
 constexpr std::size_t kRequest = 40;
 constexpr std::size_t kReply = 1024;
-constexpr std::size_t kPage = 850;
+constexpr std::size_t kPage = 250;
 constexpr std::size_t kProposal = 224;
 constexpr std::size_t kAccept = 130;
 constexpr std::size_t kConfirm = 130;
@@ -87,28 +84,25 @@ public:
     explicit Child(const std::function<void()>& body)
     {
         std::fflush(nullptr); // a child that dies must not write our buffered output again
+        const pid_t parent = ::getpid();
         pid_ = ::fork();
         check(pid_ >= 0, "fork");
         if (pid_ == 0) {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the benchmark
+            if (::getppid() != parent)
+                ::_exit(1); // it died before the line above
             body();
             ::_exit(0);
         }
     }
-    // A child that ended before we killed it failed (it serves until killed): the cell's
-    // number would be a partial one.
-    ~Child() noexcept(false)
+    // A child serves until killed: one that ended before (an error) leaves a partial cell.
+    ~Child()
     {
         int status = 0;
-        const bool ended = ::waitpid(pid_, &status, WNOHANG) == pid_;
-        if (!ended) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, &status, 0);
-        }
-        if (ended) {
-            errno = ECHILD;
-            check(false, "a serving process ended early");
-        }
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+            die("a serving process ended early");
     }
     Child(const Child&) = delete;
     Child& operator=(const Child&) = delete;
@@ -182,7 +176,7 @@ void readAll(int fd, char* p, std::size_t n)
         if (r < 0 && errno == EINTR)
             continue;
         if (r == 0)
-            errno = ECONNRESET; // the other end is gone
+            die("the other end closed");
         check(r > 0, "read");
         p += r;
         n -= static_cast<std::size_t>(r);
@@ -242,10 +236,8 @@ double roundTrip(bool futex, double seconds, Placement placement)
         ::close(c);
         ::close(l);
     }
-    if (rtts.empty()) {
-        errno = ETIME;
-        check(false, "no round trip within the cell's time");
-    }
+    if (rtts.empty())
+        die("no round trip within the cell's time");
     return median(rtts);
 }
 
@@ -298,8 +290,8 @@ double keepAlive(bool shared, double seconds, unsigned conns)
                                std::size_t& got) {
         const auto ended = [](ssize_t r) {
             if (r == 0)
-                errno = ECONNRESET; // the other side is gone
-            check(r != 0 && (r > 0 || errno == EAGAIN || errno == EINTR), "read");
+                die("the other end closed");
+            check(r > 0 || errno == EAGAIN || errno == EINTR, "read");
             return r < 0;
         };
         if (shared) {
@@ -480,9 +472,10 @@ long closeClient(const sockaddr_in& to, bool clc, unsigned conns, double seconds
                 c.step = Step::Answering;
                 c.got -= kAccept;
             } else if (r == 0) {
-                errno = EPROTO;
-                check(c.step == Step::Answering, "the server closed before the page");
-                check(c.got == kPage, "a short page");
+                if (c.step != Step::Answering)
+                    die("the server closed before the page");
+                if (c.got != kPage)
+                    die("a short page");
                 ::close(c.fd);
                 ++done;
                 open(c);
@@ -519,8 +512,25 @@ double closeRate(bool clc, double seconds, unsigned conns)
 
 // --- The table ------------------------------------------------------------------------------
 
-// A row: the floor and TCP, measured in turns. `perOp`: a rate, whose CPU time per operation
-// (cores / rate) the verdict compares; otherwise a latency in µs, compared as a ratio.
+// CPU seconds the whole machine has spent busy so far (/proc/stat: user, nice, system, irq,
+// softirq; not idle, iowait or steal). A cell's share is what both processes and the kernel's
+// work for them cost, whatever number of CPUs they kept busy.
+double machineBusySeconds()
+{
+    std::FILE* f = std::fopen("/proc/stat", "r");
+    check(f != nullptr, "/proc/stat");
+    unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+    const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system,
+                              &idle, &iowait, &irq, &softirq);
+    std::fclose(f);
+    if (n != 7)
+        die("/proc/stat: no cpu line");
+    return static_cast<double>(user + nice + system + irq + softirq) /
+           static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// A row: the floor and TCP, measured in turns. `perOp`: a rate, for which the machine's CPU
+// time per operation is measured too; otherwise a latency in µs.
 struct Row {
     const char* key; // the CSV's
     const char* what;
@@ -528,7 +538,7 @@ struct Row {
     const char* floorName;
     std::function<double(bool floor)> measure;
     bool perOp;
-    const char* verdict; // printf format: the row's ratio, its range, then (perOp) the µs
+    const char* verdict; // the row's line below the table: what it bounds
 };
 
 } // namespace
@@ -551,29 +561,30 @@ int main(int argc, char** argv)
         .text("--csv", csvPath);
     args.parse(argc, argv);
     const double cell = seconds / rounds;
-    const double cores = static_cast<double>(allowedCpus().size());
+    const std::size_t cores = allowedCpus().size();
+    // A peer that is gone must fail the run with a message, not kill it with a signal.
+    std::signal(SIGPIPE, SIG_IGN);
 
     std::vector<Row> rows;
     if (cores >= 2)
         rows.push_back(
             {"rtt-two-cpus", "round trip, asleep, two CPUs", "us", "futex",
              [&](bool f) { return roundTrip(f, cell, Placement::TwoCpus); }, false,
-             "a sleeping round trip with its two ends on two CPUs: %.2fx TCP's (%s); a receive\n"
-             "  that sleeps cannot get SMC-D/TCP below that there (pingpong --busy-poll 0 asks\n"
-             "  <=0.5, sockperf pp <=0.56)"});
+             "a receive that sleeps cannot get SMC-D/TCP below this ratio with the two ends\n"
+             "  on two CPUs (pingpong --busy-poll 0 asks <=0.5, sockperf pp <=0.56)"});
     rows.push_back({"rtt-one-cpu", "round trip, asleep, one CPU", "us", "futex",
                     [&](bool f) { return roundTrip(f, cell, Placement::OneCpu); }, false,
-                    "the same on one CPU: %.2fx TCP's (%s)"});
-    rows.push_back({"keep-alive", "keep-alive, 1 KiB replies", "req/s", "shm+pulse",
-                    [&](bool f) { return keepAlive(f, cell, conns); }, true,
-                    "keep-alive: %.2fx TCP's rate (%s) with no program work; it saves %.2f us of\n"
-                    "  CPU a request, so a program that spends c us a request over TCP reaches at\n"
-                    "  most c / (c - %.2f) under any user-space SMC-D"});
+                    "nor below this one on one CPU"});
+    rows.push_back(
+        {"keep-alive", "keep-alive, 1 KiB replies", "req/s", "shm+pulse",
+         [&](bool f) { return keepAlive(f, cell, conns); }, true,
+         "a program that costs the machine c us of CPU a request over TCP reaches at\n"
+         "  most c / (c - (TCP - floor)) under a user-space SMC-D that wakes it through\n"
+         "  the kernel's epoll (a pulse a message)"});
     rows.push_back({"close", "Connection: close", "conns/s", "tcp+clc",
                     [&](bool f) { return closeRate(f, cell, conns); }, true,
-                    "Connection: close: %.2fx TCP's rate (%s) with no program work; the CLC adds\n"
-                    "  %.2f us of CPU a connection, so a program that spends c us a connection\n"
-                    "  over TCP reaches at most c / (c + %.2f) under any SMC"});
+                    "the CLC's three messages cost (floor - TCP) of CPU a connection before any\n"
+                    "  SMC work; the request and the page still go over TCP here"});
 
     std::FILE* csv = nullptr;
     if (!csvPath.empty()) {
@@ -582,20 +593,24 @@ int main(int argc, char** argv)
             die("open --csv", std::error_code(errno, std::system_category()));
         std::fprintf(csv, "row,mode,value\n");
     }
-    std::printf("%-30s %8s %10s %12s %12s %9s %12s\n", "what", "unit", "floor is", "floor", "TCP",
-                "floor/TCP", "per round");
+    std::printf("%-30s %8s %10s %12s %12s %9s %12s %16s\n", "what", "unit", "floor is", "floor",
+                "TCP", "floor/TCP", "per round", "CPU us/op fl,TCP");
     std::vector<std::string> verdicts;
     for (const Row& row : rows) {
-        std::vector<double> floors, tcps, ratios;
+        std::vector<double> floors, tcps, ratios, floorCpu, tcpCpu;
+        // One cell; for a rate, also the machine's CPU time per operation.
+        const auto once = [&](bool floor) {
+            const double busy0 = machineBusySeconds();
+            const double v = row.measure(floor);
+            const double busy = machineBusySeconds() - busy0;
+            (floor ? floors : tcps).push_back(v);
+            if (row.perOp)
+                (floor ? floorCpu : tcpCpu).push_back(busy * 1e6 / (v * cell));
+        };
         for (unsigned r = 0; r < rounds; ++r) {
             // Each goes first in turn: a noisy moment moves one round of each, not one column.
-            if (r % 2 == 0) {
-                floors.push_back(row.measure(true));
-                tcps.push_back(row.measure(false));
-            } else {
-                tcps.push_back(row.measure(false));
-                floors.push_back(row.measure(true));
-            }
+            once(r % 2 == 0);
+            once(r % 2 != 0);
             ratios.push_back(floors.back() / tcps.back());
         }
         const double f = median(floors), t = median(tcps), ratio = f / t;
@@ -603,23 +618,22 @@ int main(int argc, char** argv)
         std::snprintf(range, sizeof range, "%.2f-%.2fx",
                       *std::min_element(ratios.begin(), ratios.end()),
                       *std::max_element(ratios.begin(), ratios.end()));
-        std::printf("%-30s %8s %10s %12.1f %12.1f %8.2fx %12s\n", row.what, row.unit, row.floorName,
-                    f, t, ratio, range);
+        char cpu[40] = "-";
+        if (row.perOp)
+            std::snprintf(cpu, sizeof cpu, "%.2f,%.2f", median(floorCpu), median(tcpCpu));
+        std::printf("%-30s %8s %10s %12.1f %12.1f %8.2fx %12s %16s\n", row.what, row.unit,
+                    row.floorName, f, t, ratio, range, cpu);
         if (csv != nullptr) {
             std::fprintf(csv, "%s,%s,%.3f\n", row.key, row.floorName, f);
             std::fprintf(csv, "%s,tcp,%.3f\n", row.key, t);
+            if (row.perOp) {
+                std::fprintf(csv, "%s,%s-cpu-us,%.3f\n", row.key, row.floorName, median(floorCpu));
+                std::fprintf(csv, "%s,tcp-cpu-us,%.3f\n", row.key, median(tcpCpu));
+            }
         }
-        char line[512];
-        if (row.perOp) {
-            // CPU time per operation: both cores busy for 1/rate each.
-            const double delta = std::abs(cores * 1e6 / t - cores * 1e6 / f);
-            std::snprintf(line, sizeof line, row.verdict, ratio, range, delta, delta);
-        } else {
-            std::snprintf(line, sizeof line, row.verdict, ratio, range);
-        }
-        verdicts.emplace_back(line);
+        verdicts.emplace_back(std::string(row.what) + ": " + row.verdict);
     }
-    std::printf("\nfloors on this machine (%.0f cores):\n", cores);
+    std::printf("\nwhat each floor bounds:\n");
     for (const std::string& v : verdicts)
         std::printf("- %s\n", v.c_str());
     if (csv != nullptr)

@@ -154,22 +154,22 @@ int run(const Options& o)
             "target add-link with %u connections, LLC v%u, median <= %.0f us: %s (%.0f us)\n",
             kTargetConns, llc, kTargetUs, us <= kTargetUs ? "met" : "MISSED", us);
     if (std::any_of(targets.begin(), targets.end(), [](auto t) { return t.first == 1; })) {
-        // v1 sends two rkeys per ADD_LINK_CONT and the two sides take turns, each flow waiting
-        // for the other's message on its own thread: a round trip per two connections, each at
-        // least a wake-up each way.
+        // v1 sends two rkeys per ADD_LINK_CONT and the two sides take turns: a round trip per
+        // two connections. What one costs when a thread sleeps until woken, for comparison.
         const unsigned trips = (kTargetConns + 1) / 2;
         std::printf(
             "LLC v1 here: %u ADD_LINK_CONT round trips for %u connections; a sleeping round "
             "trip between two threads takes",
             trips, kTargetConns);
+        const char* sep = "";
         for (bench::Placement p : {bench::Placement::OneCpu, bench::Placement::TwoCpus}) {
             if (p == bench::Placement::TwoCpus && bench::allowedCpus().size() < 2)
                 continue;
             const double us =
                 bench::median(bench::sleepingRoundTrips(0.2, p, bench::Sides::Threads));
-            std::printf(" %.1f us on %s (%.0f us for all)%s", us,
-                        p == bench::Placement::OneCpu ? "one CPU" : "two", trips * us,
-                        p == bench::Placement::OneCpu ? "," : "");
+            std::printf("%s %.1f us on %s (%.0f us for all)", sep, us,
+                        p == bench::Placement::OneCpu ? "one CPU" : "two", trips * us);
+            sep = ",";
         }
         std::printf("\n");
     }

@@ -34,6 +34,12 @@ void die(const char* what, std::error_code ec)
     std::exit(1);
 }
 
+void die(const char* what)
+{
+    std::fprintf(stderr, "%s: %s\n", program, what);
+    std::exit(1);
+}
+
 int fail(const char* format, ...)
 {
     std::va_list args;

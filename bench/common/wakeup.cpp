@@ -30,6 +30,8 @@ namespace
 
 using Clock = std::chrono::steady_clock;
 
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
+              sizeof(std::atomic<std::uint32_t>) == 4); // a futex word
 struct Words {
     std::atomic<std::uint32_t> ping{0};
     std::atomic<std::uint32_t> pong{0};
@@ -54,15 +56,17 @@ void pinTo(int cpu)
 // is gone or stuck, and a benchmark must not hang on it.
 bool sleepWhile(std::atomic<std::uint32_t>& w, std::uint32_t seen)
 {
+    const auto end = Clock::now() + std::chrono::seconds(1);
     const timespec slice{0, 100'000'000};
-    for (int i = 0; i < 10; ++i) {
-        if (w.load(std::memory_order_acquire) != seen)
-            return true;
-        // Not FUTEX_PRIVATE: the word may be in memory another process maps.
+    while (w.load(std::memory_order_acquire) == seen) {
+        if (Clock::now() > end)
+            return false;
+        // Not FUTEX_PRIVATE: the word may be in memory another process maps. EAGAIN (it
+        // moved), EINTR and ETIMEDOUT all mean: look again.
         ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w), FUTEX_WAIT, seen, &slice,
                   nullptr, 0);
     }
-    return w.load(std::memory_order_acquire) != seen;
+    return true;
 }
 
 void bump(std::atomic<std::uint32_t>& w)
@@ -103,10 +107,8 @@ std::vector<double> sleepingRoundTrips(double seconds, Placement placement, Side
     if (::sched_getaffinity(0, sizeof mask, &mask) != 0)
         dieErrno("sched_getaffinity");
     const std::vector<int> cpus = allowedCpus();
-    if (placement == Placement::TwoCpus && cpus.size() < 2) {
-        errno = EINVAL;
-        dieErrno("a round trip on two CPUs needs two");
-    }
+    if (placement == Placement::TwoCpus && cpus.size() < 2)
+        die("a round trip on two CPUs needs two");
     const int ours = cpus[0];
     const int theirs = placement == Placement::TwoCpus ? cpus[1] : ours;
 
@@ -121,11 +123,14 @@ std::vector<double> sleepingRoundTrips(double seconds, Placement placement, Side
         thread = std::thread(echo, std::ref(*w), theirs);
     } else {
         std::fflush(nullptr); // a child that dies must not write our buffered output again
+        const pid_t parent = ::getpid();
         child = ::fork();
         if (child < 0)
             dieErrno("fork");
         if (child == 0) {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the benchmark
+            if (::getppid() != parent)
+                ::_exit(1); // it died before the line above
             echo(*w, theirs);
             ::_exit(0);
         }
@@ -136,10 +141,8 @@ std::vector<double> sleepingRoundTrips(double seconds, Placement placement, Side
     std::uint32_t seen = 0;
     const auto once = [&] {
         bump(w->ping);
-        if (!sleepWhile(w->pong, seen++)) {
-            errno = ETIMEDOUT;
-            dieErrno("the other side of the round trip stopped answering");
-        }
+        if (!sleepWhile(w->pong, seen++))
+            die("the other side of the round trip stopped answering");
     };
     for (int i = 0; i < 100; ++i)
         once();

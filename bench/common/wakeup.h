@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// sleepingRoundTrip: what a round trip costs here when each side sleeps until the other wakes it.
+// sleepingRoundTrips: what a round trip costs here when each side sleeps until the other wakes it.
 #pragma once
 
 #include <vector>
