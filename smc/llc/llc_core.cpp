@@ -3,10 +3,9 @@
 // the group.
 #include "smc/llc/llc_core.h"
 
-#include <new>
-
 #include <algorithm>
 #include <cassert>
+#include <new>
 
 #include "smc/llc/link_errors.h"
 

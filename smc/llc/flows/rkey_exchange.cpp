@@ -19,7 +19,7 @@ using llc::Type;
 // lost one): protocol_error; so is one for another link than the new one. Returns, for the client,
 // its last ADD_LINK_CONT: the caller sends it and waits for CONFIRM_LINK on the new link.
 // Each ADD_LINK_CONT is answered where it is delivered (a relay, LlcCore::Waiter): the flow
-// sleeps once for the whole exchange, not twice a message (64 connections: 32 round trips).
+// is woken at the end of the exchange, not for each message (64 connections: 32 round trips).
 Result<std::optional<Message>> AddLinkFlows::exchangeRkeys(unsigned via, unsigned newSlot,
                                                            std::uint8_t linkId,
                                                            std::optional<Message> opening)
