@@ -185,14 +185,6 @@ void readAll(int fd, char* p, std::size_t n)
 
 // --- A round trip that sleeps -------------------------------------------------------------
 
-void pinTo(int cpu)
-{
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    check(::sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity");
-}
-
 // Median round trip (µs) for `seconds`: bare futex wake-ups between this process and a child,
 // or 64 bytes each way over TCP, pinned as `placement` says.
 double roundTrip(bool futex, double seconds, Placement placement)
@@ -201,14 +193,12 @@ double roundTrip(bool futex, double seconds, Placement placement)
     if (futex) {
         rtts = sleepingRoundTrips(seconds, placement, Sides::Processes);
     } else {
-        cpu_set_t mask;
-        check(::sched_getaffinity(0, sizeof mask, &mask) == 0, "sched_getaffinity");
-        const std::vector<int> cpus = allowedCpus();
-        const int theirs = placement == Placement::TwoCpus ? cpus.at(1) : cpus[0];
+        const SavedAffinity saved;
+        const auto [ours, theirs] = placementCpus(placement);
         int l = listenOn(0, false);
         auto [c, s] = tcpPair(l);
         {
-            Child echo([s = s, theirs] {
+            Child echo([s = s, theirs = theirs] {
                 pinTo(theirs);
                 char b[64];
                 for (;;) {
@@ -217,7 +207,7 @@ double roundTrip(bool futex, double seconds, Placement placement)
                 }
             });
             ::close(s);
-            pinTo(cpus[0]);
+            pinTo(ours);
             char b[64] = {};
             for (int i = 0; i < 100; ++i) {
                 writeAll(c, b, sizeof b);
@@ -231,7 +221,6 @@ double roundTrip(bool futex, double seconds, Placement placement)
                 rtts.push_back(
                     std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
             }
-            check(::sched_setaffinity(0, sizeof mask, &mask) == 0, "sched_setaffinity");
         }
         ::close(c);
         ::close(l);

@@ -43,15 +43,6 @@ struct Words {
     die(what, std::error_code(errno, std::system_category()));
 }
 
-void pinTo(int cpu)
-{
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (::sched_setaffinity(0, sizeof one, &one) != 0)
-        dieErrno("sched_setaffinity");
-}
-
 // Waits until `w` is no longer `seen`. False if that took more than a second: the other side
 // is gone or stuck, and a benchmark must not hang on it.
 bool sleepWhile(std::atomic<std::uint32_t>& w, std::uint32_t seen)
@@ -101,16 +92,39 @@ std::vector<int> allowedCpus()
     return cpus;
 }
 
-std::vector<double> sleepingRoundTrips(double seconds, Placement placement, Sides sides)
+std::pair<int, int> placementCpus(Placement placement)
 {
-    cpu_set_t mask;
-    if (::sched_getaffinity(0, sizeof mask, &mask) != 0)
-        dieErrno("sched_getaffinity");
     const std::vector<int> cpus = allowedCpus();
     if (placement == Placement::TwoCpus && cpus.size() < 2)
         die("a round trip on two CPUs needs two");
-    const int ours = cpus[0];
-    const int theirs = placement == Placement::TwoCpus ? cpus[1] : ours;
+    return {cpus[0], placement == Placement::TwoCpus ? cpus[1] : cpus[0]};
+}
+
+void pinTo(int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0)
+        dieErrno("sched_setaffinity");
+}
+
+SavedAffinity::SavedAffinity()
+{
+    if (::sched_getaffinity(0, sizeof mask_, &mask_) != 0)
+        dieErrno("sched_getaffinity");
+}
+
+SavedAffinity::~SavedAffinity()
+{
+    if (::sched_setaffinity(0, sizeof mask_, &mask_) != 0)
+        dieErrno("sched_setaffinity");
+}
+
+std::vector<double> sleepingRoundTrips(double seconds, Placement placement, Sides sides)
+{
+    const SavedAffinity saved;
+    const auto [ours, theirs] = placementCpus(placement);
 
     void* m =
         ::mmap(nullptr, sizeof(Words), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -160,8 +174,6 @@ std::vector<double> sleepingRoundTrips(double seconds, Placement placement, Side
     if (child > 0)
         ::waitpid(child, nullptr, 0);
     ::munmap(m, sizeof(Words));
-    if (::sched_setaffinity(0, sizeof mask, &mask) != 0)
-        dieErrno("sched_setaffinity");
     return trips;
 }
 

@@ -2,6 +2,9 @@
 // sleepingRoundTrips: what a round trip costs here when each side sleeps until the other wakes it.
 #pragma once
 
+#include <sched.h>
+
+#include <utility>
 #include <vector>
 
 namespace smc::bench
@@ -10,8 +13,25 @@ namespace smc::bench
 // The CPUs this process may run on, in order.
 std::vector<int> allowedCpus();
 
-// Where the two sides of sleepingRoundTrip() run.
+// Where the two sides of a round trip run.
 enum class Placement { OneCpu, TwoCpus };
+// Their CPUs as `placement` says, {ours, theirs}: the first (two) we may use. Dies if TwoCpus
+// is asked with fewer than two.
+std::pair<int, int> placementCpus(Placement placement);
+// Pins the calling thread (and the processes it forks after) to `cpu`; dies if it cannot.
+void pinTo(int cpu);
+// The calling thread's CPU affinity, put back when this goes.
+class SavedAffinity
+{
+public:
+    SavedAffinity();
+    ~SavedAffinity();
+    SavedAffinity(const SavedAffinity&) = delete;
+    SavedAffinity& operator=(const SavedAffinity&) = delete;
+
+private:
+    cpu_set_t mask_;
+};
 // Between threads of this process, or between this process and a child.
 enum class Sides { Threads, Processes };
 
