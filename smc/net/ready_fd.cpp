@@ -15,23 +15,47 @@
 namespace smc::net
 {
 
+namespace
+{
+
+// What we send and what we drain into: the bytes mean nothing. Sent from a zeroed constant, so
+// that no call zeroes a buffer of its own (apply() runs on every refresh of a connection).
+constexpr std::size_t kJunk = 8192;
+const std::array<std::byte, kJunk> kZeros{};
+
+// How many bytes make an end with the smallest send buffer poll as not writable: a Unix socket
+// is writable while what it has in flight (each byte with its buffer's overhead) is at most a
+// quarter of its send buffer. A fill that size is a single small copy each way, where filling
+// the buffer took two copies of 4.5 KiB per stand-in.
+std::size_t fillFor(int fd) noexcept
+{
+    int sndbuf = 0;
+    socklen_t len = sizeof sndbuf;
+    if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) != 0 || sndbuf <= 0)
+        return kJunk; // then the loop in apply() fills it up
+    return std::min(kJunk, static_cast<std::size_t>(sndbuf) / 4 + 1);
+}
+
+} // namespace
+
 Result<ReadyFd> ReadyFd::create()
 {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
         return lastError();
-    const int small = 1; // the kernel raises it to its minimum: a few KiB fill it
+    const int small = 1; // the kernel raises it to its minimum, the same for every socket
     ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-    return ReadyFd(UniqueFd(fds[0]), UniqueFd(fds[1]));
+    static const std::size_t fill = fillFor(fds[0]);
+    return ReadyFd(UniqueFd(fds[0]), UniqueFd(fds[1]), fill);
 }
 
-ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours) noexcept
-    : app_(std::move(app)), ours_(std::move(ours))
+ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours, std::size_t fill) noexcept
+    : app_(std::move(app)), ours_(std::move(ours)), fill_(fill)
 {
 }
 
 ReadyFd::ReadyFd(ReadyFd&& other) noexcept
-    : app_(std::move(other.app_)), ours_(std::move(other.ours_))
+    : app_(std::move(other.app_)), ours_(std::move(other.ours_)), fill_(other.fill_)
 {
     MutexLocker lock(other.mutex_);
     MutexLocker mine(mutex_);
@@ -63,7 +87,7 @@ namespace
 // Unix stream socket's read takes all it has): no second call to hear EAGAIN.
 std::size_t drain(int fd, std::size_t limit = SIZE_MAX) noexcept
 {
-    std::array<std::byte, 8192> junk{};
+    std::array<std::byte, kJunk> junk; // NOLINT: only written, by recv
     std::size_t taken = 0;
     for (int reads = 0; reads < 64 && taken < limit; ++reads) {
         const std::size_t want = std::min(junk.size(), limit - taken);
@@ -147,21 +171,21 @@ void ReadyFd::release() noexcept
 
 void ReadyFd::apply(bool readable, bool writable, bool again, bool promised) noexcept
 {
-    std::array<std::byte, 8192> junk{};
+    const std::byte* junk = kZeros.data();
     if (counting_) {
         // For `again`, what is owed and queued goes first (at most one byte of ours queues up).
         if (again && readable)
             owed_ -= static_cast<unsigned>(drain(app_.get(), owed_));
         if (readable && (again || (owed_ == 0 && !promised)) &&
-            ::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+            ::send(ours_.get(), junk, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
             ++owed_;
     } else if (readable && readable_ && again) { // one byte queued, whatever the pulses before
         (void)drain(app_.get());
-        (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)::send(ours_.get(), junk, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (!counting_ && (readable != readable_ || (!readable && strays_))) {
         if (readable)
-            (void)::send(ours_.get(), junk.data(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)::send(ours_.get(), junk, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         else
             (void)drain(app_.get());
         readable_ = readable;
@@ -169,9 +193,10 @@ void ReadyFd::apply(bool readable, bool writable, bool again, bool promised) noe
     if (writable != writable_) {
         if (writable)
             (void)drain(ours_.get());
-        else // until a write comes back short: the buffer is full
-            while (::send(app_.get(), junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
-                   static_cast<ssize_t>(junk.size())) {
+        else // the fill; or, not knowing it, until a write comes back short: the buffer is full
+            while (::send(app_.get(), junk, fill_, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+                       static_cast<ssize_t>(fill_) &&
+                   fill_ == kJunk) {
             }
         writable_ = writable;
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 
 #include "base/mutex.h"
@@ -13,9 +14,10 @@ namespace smc::net
 {
 
 // One end of a Unix socket pair goes to the application; we hold both. Readable: one byte
-// waits on the application's end. Not writable: the application's end has its (smallest)
-// send buffer full, which only we drain. So poll, select and epoll see a socket's
-// readiness, level-triggered, and the application never reads or writes it itself.
+// waits on the application's end. Not writable: the application's end has enough of its
+// (smallest) send buffer in flight for poll to say so, which only we drain. So poll, select
+// and epoll see a socket's readiness, level-triggered, and the application never reads or
+// writes it itself.
 class ReadyFd
 {
 public:
@@ -57,11 +59,12 @@ public:
     void release() noexcept;
 
 private:
-    ReadyFd(UniqueFd app, UniqueFd ours) noexcept;
+    ReadyFd(UniqueFd app, UniqueFd ours, std::size_t fill) noexcept;
     void apply(bool readable, bool writable, bool again, bool promised) noexcept
         SMC_REQUIRES(mutex_);
     UniqueFd app_;
     UniqueFd ours_;
+    std::size_t fill_; // what makes app_ not writable (create())
     mutable Mutex mutex_;
     bool readable_ SMC_GUARDED_BY(mutex_) = false;
     bool writable_ SMC_GUARDED_BY(mutex_) = true;
