@@ -42,13 +42,33 @@ void SocketImpl::start(std::unique_ptr<net::DataPath> path, Transport transport)
 {
     path_ = std::move(path);
     transport_ = transport;
-    // After CLC nothing more comes on the TCP socket: readable means the peer ended it.
-    int tcp = -1;
-    {
-        MutexLocker lock(tcpMutex_);
-        tcp = tcp_.get();
+    // After CLC nothing more comes on the TCP socket: readable means the peer ended it. An
+    // orderly end comes as a CDC first, so the watch is for a peer that dies, and it can wait:
+    // a short connection (most of a web server's) is over before it would start, and costs no
+    // epoll registration and no wake-up of ours for the peer's FIN.
+    std::weak_ptr<SocketImpl> self = weak_from_this();
+    if (self.expired()) { // not shared (yet): nothing could run the watch later
+        watchTcp();
+        return;
     }
-    tcpWatch_ = stack_.executor().watch(tcp, [this] { onTcpReadable(); });
+    stack_.later().post([self = std::move(self)] {
+        if (std::shared_ptr<SocketImpl> s = self.lock())
+            s->watchTcp();
+    });
+}
+
+void SocketImpl::watchTcp() noexcept
+{
+    int id = -1;
+    {
+        MutexLocker lock(tcpMutex_); // the descriptor stays ours while it is registered
+        if (closed_ || !tcp_)
+            return;
+        id = stack_.executor().watch(tcp_.get(), [this] { onTcpReadable(); });
+    }
+    int expected = kWatchLater;
+    if (id >= 0 && !tcpWatch_.compare_exchange_strong(expected, id))
+        stack_.executor().unwatch(id); // close() came first
 }
 
 void SocketImpl::onTcpReadable() noexcept

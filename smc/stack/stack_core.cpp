@@ -104,7 +104,7 @@ Result<void> StackCore::openSmcr(const SmcrConfig& c, LinkProvider* provider)
 }
 
 StackCore::StackCore(StackConfig config, Executor& executor, clc::Eid ueid)
-    : config_(std::move(config)), executor_(executor), ueid_(ueid)
+    : config_(std::move(config)), executor_(executor), later_(executor, kLaterDelay), ueid_(ueid)
 {
 }
 
@@ -160,6 +160,7 @@ Result<std::unique_ptr<StackCore>> StackCore::create(StackConfig config, const S
 
 StackCore::~StackCore()
 {
+    later_.close();
     trimTimer_.reset();
     handshakes_.reset(); // a running handshake still uses the rest
     smcr_.reset();       // its groups, before the provider they use

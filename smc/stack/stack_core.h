@@ -3,11 +3,13 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
 #include <vector>
 
+#include "base/delayed_batch.h"
 #include "base/executor.h"
 #include "base/mutex.h"
 #include "pool/buffer_pool.h"
@@ -50,6 +52,9 @@ protected:
     ~Listed() = default;
 };
 
+// How long StackCore::later() lets work wait (at least; at most twice this).
+inline constexpr std::chrono::milliseconds kLaterDelay{50};
+
 // The stack's own side of SmcStack (the public handle holds one). Thread-safe.
 class StackCore final : public net::DmbHome
 {
@@ -68,6 +73,9 @@ public:
     std::vector<LinkInfo> smcrLinks() const;
 
     Executor& executor() noexcept { return executor_; }
+    // Work worth doing only for connections still open a while later (kLaterDelay): most
+    // connections of a web server's clients are over by then.
+    DelayedBatch& later() noexcept { return later_; }
     // Server handshakes and asynchronous connects run here (postBlocking), at most
     // StackConfig::handshakeThreads at once.
     Executor& handshakes() noexcept { return *handshakes_; }
@@ -109,6 +117,7 @@ private:
 
     StackConfig config_;
     Executor& executor_;
+    DelayedBatch later_; // closed first: its tasks may use the rest
     clc::Eid ueid_;
     std::unique_ptr<ShmIsm> device_;
     std::unique_ptr<IsmRegistrar> registrar_;

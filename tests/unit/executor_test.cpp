@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Executor, SerialQueue, PeriodicTimer: order, exclusion, close and stop, the blocking pool, fds.
+// Executor, SerialQueue, PeriodicTimer, DelayedBatch: order, exclusion, close and stop, the
+// blocking pool, fds.
 #include "base/executor.h"
 
 #include <signal.h>
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/delayed_batch.h"
 #include "base/unique_fd.h"
 #include "tests/libtest/liveness.h"
 
@@ -216,6 +218,45 @@ TEST(PeriodicTimer, TicksUntilStopped)
     const int stopped = ticks;
     std::this_thread::sleep_for(20ms);
     EXPECT_EQ(ticks.load(), stopped) << "a tick after stop()";
+}
+
+// Each task waits at least the delay (a task posted just before a tick waits for the next),
+// and an idle batch keeps no timer.
+TEST(DelayedBatch, RunsEachTaskAfterTheDelayTogetherWithItsNeighbours)
+{
+    Executor executor({2, 8, 1000ms});
+    DelayedBatch batch(executor, 20ms);
+    constexpr int kTasks = 1000;
+    std::vector<Clock::time_point> posted(kTasks), ran(kTasks);
+    std::atomic<int> done{0};
+    for (int i = 0; i < kTasks; ++i) {
+        posted[i] = Clock::now();
+        batch.post([&, i] {
+            ran[i] = Clock::now();
+            ++done;
+        });
+        if (i % 100 == 99)
+            std::this_thread::sleep_for(3ms); // posts across several ticks
+    }
+    ASSERT_TRUE(eventually([&] { return done == kTasks; }));
+    for (int i = 0; i < kTasks; ++i)
+        ASSERT_GE(ran[i] - posted[i], 20ms) << "task " << i << " ran early";
+    EXPECT_EQ(executor.pendingTimers(), 0u) << "an idle batch keeps a timer";
+}
+
+TEST(DelayedBatch, CloseDropsWhatWaitsAndLaterPosts)
+{
+    Executor executor({2, 8, 1000ms});
+    std::atomic<int> ran{0};
+    {
+        DelayedBatch batch(executor, 10ms);
+        batch.post([&] { ++ran; });
+        batch.close();
+        batch.post([&] { ++ran; });
+        std::this_thread::sleep_for(40ms);
+    }
+    EXPECT_EQ(ran.load(), 0);
+    EXPECT_EQ(executor.pendingTimers(), 0u) << "close() left its timer";
 }
 
 // Two blocking tasks that wait for each other finish only if the pool gives

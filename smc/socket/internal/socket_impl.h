@@ -30,7 +30,8 @@ public:
                std::optional<clc::DeclineCode> fallback, bool skipPeerClc = false);
     ~SocketImpl();
 
-    // SMC from here on (SMC-D or SMC-R); watches the TCP socket for the peer's end.
+    // SMC from here on (SMC-D or SMC-R); watches the TCP socket for the peer's end, from
+    // kLaterDelay on when the connection is shared (as connectionOf makes it) by then.
     void start(std::unique_ptr<net::DataPath> path, Transport transport);
 
     Result<std::size_t> send(std::span<const std::byte> data, SendFlags flags);
@@ -81,6 +82,7 @@ private:
     // net::ReadyFd::set's `again`); `consumed`: a receive took bytes (the peer's pulses for
     // them go, DataPath::settlePulses).
     void refresh(bool peerEvent = false, bool consumed = false) noexcept;
+    void watchTcp() noexcept;
     void onTcpReadable() noexcept;
 
     StackCore& stack_;
@@ -97,7 +99,9 @@ private:
     std::atomic<std::chrono::milliseconds::rep> sendTimeout_{options_.sendTimeout.count()};
     std::atomic<bool> corked_{false};
     std::atomic<bool> closed_{false};
-    std::atomic<int> tcpWatch_{-1};
+    // The TCP socket's watch: its id, none (-1), or kWatchLater until watchTcp() runs.
+    static constexpr int kWatchLater = -2;
+    std::atomic<int> tcpWatch_{kWatchLater};
     std::atomic<int> eventWatch_{-1};
     Mutex readyMutex_; // makes the ready fd once
     std::shared_ptr<net::ReadyFd> ready_ SMC_GUARDED_BY(readyMutex_);
