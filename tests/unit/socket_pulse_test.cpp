@@ -139,6 +139,35 @@ TEST_F(Pulses, AWriterThatNeverWaitsLosesNoWakeupAndMakesNoEmptyOne)
     // patience, which hands it back to the doorbell (as exact).
 }
 
+// --- The ready descriptor -----------------------------------------------------------------
+
+// Not writable, then writable, then not again: each as poll and an edge-triggered epoll see it,
+// and never readable on the way (the fill goes the other way).
+TEST(ReadyFd, WritableFollowsSetAndTurnsAnEdge)
+{
+    net::ReadyFd r = std::move(net::ReadyFd::create()).value();
+    auto writable = [&] {
+        pollfd p{r.fd(), POLLOUT, 0};
+        return ::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
+    };
+    EXPECT_TRUE(writable());
+    UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
+    epoll_event ev{};
+    ev.events = EPOLLOUT | EPOLLET;
+    ASSERT_EQ(::epoll_ctl(ep.get(), EPOLL_CTL_ADD, r.fd(), &ev), 0);
+    for (int round = 0; round < 3; ++round) {
+        epoll_event got{};
+        (void)::epoll_wait(ep.get(), &got, 1, 0); // the edge so far, taken
+        r.set(false, false);
+        EXPECT_FALSE(writable()) << "round " << round;
+        EXPECT_FALSE(readable(r.fd(), 0));
+        EXPECT_EQ(::epoll_wait(ep.get(), &got, 1, 0), 0) << "an edge while not writable";
+        r.set(false, true);
+        EXPECT_TRUE(writable());
+        EXPECT_EQ(::epoll_wait(ep.get(), &got, 1, 0), 1) << "no edge when it turned writable";
+    }
+}
+
 // --- The counted ready descriptor -------------------------------------------------------
 
 // What settle() takes is what was owed: ours and the pulses promised before; a pulse that
