@@ -2,7 +2,10 @@
 // Socket: a connection on SMC or TCP behind one API; connect runs the client handshake.
 #include "smc/socket/socket.h"
 
+#include <poll.h>
 #include <sys/socket.h>
+
+#include <exception>
 
 #include "smc/conn/smcd_connection.h"
 #include "smc/conn/smcr_connection.h"
@@ -51,24 +54,40 @@ void SocketImpl::start(std::unique_ptr<net::DataPath> path, Transport transport)
         watchTcp();
         return;
     }
-    stack_.later().post([self = std::move(self)] {
-        if (std::shared_ptr<SocketImpl> s = self.lock())
-            s->watchTcp();
+    stack_.later().post([self = std::move(self), &stack = stack_] {
+        std::shared_ptr<SocketImpl> s = self.lock();
+        if (!s)
+            return;
+        s->watchTcp();
+        // The program let go meanwhile: the last owner's end may wait (SMC-R's close), which
+        // a short-task thread must not.
+        if (s.use_count() == 1) {
+            try {
+                stack.handshakes().postBlocking([s = std::move(s)] {});
+            } catch (const std::exception&) { // no thread for it: it ends here
+            }
+        }
     });
 }
 
 void SocketImpl::watchTcp() noexcept
 {
+    // Held until the watch is in place or gone: close() closes the descriptor under it, and
+    // an unwatch after that could end another socket's registration of the same number.
+    MutexLocker lock(tcpMutex_);
+    if (closed_ || !tcp_)
+        return;
     int id = -1;
+    bool closedFirst = false;
     {
-        MutexLocker lock(tcpMutex_); // the descriptor stays ours while it is registered
-        if (closed_ || !tcp_)
-            return;
+        // The socket may be readable already: its callback waits until the id is in place.
+        MutexLocker running(tcpWatchRunning_);
         id = stack_.executor().watch(tcp_.get(), [this] { onTcpReadable(); });
+        int expected = kWatchLater;
+        closedFirst = id >= 0 && !tcpWatch_.compare_exchange_strong(expected, id);
     }
-    int expected = kWatchLater;
-    if (id >= 0 && !tcpWatch_.compare_exchange_strong(expected, id))
-        stack_.executor().unwatch(id); // close() came first
+    if (closedFirst)
+        stack_.executor().unwatch(id); // waits for a running callback, which takes no tcpMutex_
 }
 
 void SocketImpl::onTcpReadable() noexcept
@@ -220,8 +239,10 @@ void SocketImpl::close() noexcept
 {
     if (closed_.exchange(true))
         return;
-    if (const int id = tcpWatch_.exchange(-1); id >= 0)
-        stack_.executor().unwatch(id);
+    const int watch = tcpWatch_.exchange(-1);
+    const bool tcpWatchLate = watch == kWatchLater;
+    if (watch >= 0)
+        stack_.executor().unwatch(watch);
     // A callback that unwatched itself is not waited for by unwatch(): wait for it here,
     // before the socket it watches closes and the path it calls goes.
     {
@@ -233,6 +254,14 @@ void SocketImpl::close() noexcept
     // would cross the peer's (a simultaneous close), which leaves both ends in TIME_WAIT, and
     // thousands of those slow every later connect. The bytes went over SMC: a reset ends the
     // TCP connection and leaves none.
+    // A connection closed before its TCP watch started has not heard of the peer's end: an
+    // SMC-R close would wait for its CDCs to land on a link that may be gone with the peer.
+    if (transport_ == Transport::SmcR && tcpWatchLate) {
+        MutexLocker lock(tcpMutex_);
+        pollfd p{tcp_.get(), POLLIN | POLLRDHUP, 0}; // a closed one (-1) is never ready
+        if (::poll(&p, 1, 0) == 1)
+            path_->peerGone();
+    }
     const bool reset = transport_ != Transport::Tcp && path_->abandoned();
     path_->close();
     MutexLocker lock(tcpMutex_);
