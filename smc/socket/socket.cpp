@@ -248,20 +248,24 @@ void SocketImpl::close() noexcept
     {
         MutexLocker wait(tcpWatchRunning_);
     }
+    // A connection closed before its TCP watch started has not heard of the peer's end: an
+    // SMC-R close would wait for its CDCs to land on a link that may be gone with the peer.
+    if (transport_ == Transport::SmcR && tcpWatchLate) {
+        bool ended = false;
+        {
+            MutexLocker lock(tcpMutex_);
+            pollfd p{tcp_.get(), POLLIN | POLLRDHUP, 0}; // a closed one (-1) is never ready
+            ended = ::poll(&p, 1, 0) == 1;
+        }
+        if (ended)
+            path_->peerGone();
+    }
     if (const int id = eventWatch_.exchange(-1); id >= 0)
         stack_.executor().unwatch(id);
     // The peer closed the SMC connection first, so its TCP socket is closing too: a FIN now
     // would cross the peer's (a simultaneous close), which leaves both ends in TIME_WAIT, and
     // thousands of those slow every later connect. The bytes went over SMC: a reset ends the
     // TCP connection and leaves none.
-    // A connection closed before its TCP watch started has not heard of the peer's end: an
-    // SMC-R close would wait for its CDCs to land on a link that may be gone with the peer.
-    if (transport_ == Transport::SmcR && tcpWatchLate) {
-        MutexLocker lock(tcpMutex_);
-        pollfd p{tcp_.get(), POLLIN | POLLRDHUP, 0}; // a closed one (-1) is never ready
-        if (::poll(&p, 1, 0) == 1)
-            path_->peerGone();
-    }
     const bool reset = transport_ != Transport::Tcp && path_->abandoned();
     path_->close();
     MutexLocker lock(tcpMutex_);
