@@ -44,15 +44,12 @@ void DelayedBatch::tick()
 
 void DelayedBatch::close()
 {
-    std::vector<Task> dropped; // destroyed after the lock: their captures may post again
+    std::vector<Task> young, aged; // destroyed after the lock: their captures may post again
     {
         MutexLocker lock(mutex_);
         closed_ = true;
-        dropped.swap(young_);
-        std::vector<Task> aged;
+        young.swap(young_);
         aged.swap(aged_);
-        for (Task& t : aged)
-            dropped.push_back(std::move(t));
     }
     queue_.close(); // waits for a running tick; its timer is cancelled
 }

@@ -69,7 +69,7 @@ constexpr std::size_t kMailbox = 4096;
 void check(bool ok, const char* what)
 {
     if (!ok)
-        die(what, std::error_code(errno, std::system_category()));
+        dieErrno(what);
 }
 
 double secondsSince(Clock::time_point t0)
@@ -579,7 +579,7 @@ int main(int argc, char** argv)
     if (!csvPath.empty()) {
         csv = std::fopen(csvPath.c_str(), "w");
         if (csv == nullptr)
-            die("open --csv", std::error_code(errno, std::system_category()));
+            dieErrno("open --csv");
         std::fprintf(csv, "row,mode,value\n");
     }
     std::printf("%-30s %8s %10s %12s %12s %9s %12s %16s\n", "what", "unit", "floor is", "floor",

@@ -2,6 +2,7 @@
 // die() and fail(), and the program name they print.
 #include "bench/common/die.h"
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,11 @@ void die(const char* what)
 {
     std::fprintf(stderr, "%s: %s\n", program, what);
     std::exit(1);
+}
+
+void dieErrno(const char* what)
+{
+    die(what, std::error_code(errno, std::system_category()));
 }
 
 int fail(const char* format, ...)

@@ -15,6 +15,8 @@ const char* programName();
 [[noreturn]] void die(const char* what, std::error_code ec);
 // Prints "<program>: <what>" on stderr and exits 1: an error no system call reported.
 [[noreturn]] void die(const char* what);
+// die(what, errno's error): after a system call that failed.
+[[noreturn]] void dieErrno(const char* what);
 
 // Prints "<program>: <printf-style message>" on stderr and returns 1, for
 // `return fail(...)` where live objects (threads, link groups) must be torn

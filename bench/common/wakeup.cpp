@@ -12,12 +12,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <new>
-#include <system_error>
 #include <thread>
 
 #include "bench/common/die.h"
@@ -37,11 +35,6 @@ struct Words {
     std::atomic<std::uint32_t> pong{0};
     std::atomic<bool> stop{false};
 };
-
-[[noreturn]] void dieErrno(const char* what)
-{
-    die(what, std::error_code(errno, std::system_category()));
-}
 
 // Waits until `w` is no longer `seen`. False if that took more than a second: the other side
 // is gone or stuck, and a benchmark must not hang on it.

@@ -266,7 +266,12 @@ void LlcCore::release(MutexLocker& lock, Waiter& w)
 {
     if (waiter_ == &w)
         waiter_ = nullptr;
-    w.flowWaits = true;
+    waitForRelay(lock, w);
+}
+
+void LlcCore::waitForRelay(MutexLocker& lock, Waiter& w)
+{
+    w.flowWaits = true; // the relay tells us when it ends
     changed_.wait(lock, [&]() SMC_REQUIRES(mutex_) { return !w.relaying; });
 }
 
@@ -284,8 +289,7 @@ Result<Message> LlcCore::await(Waiter& w, std::chrono::milliseconds timeout)
         if (done)
             break;
         if (w.relaying) {
-            w.flowWaits = true;
-            changed_.wait(lock, [&]() SMC_REQUIRES(mutex_) { return !w.relaying; });
+            waitForRelay(lock, w);
             w.flowWaits = false;
         }
         if (over() || w.relayed == seen) {

@@ -245,6 +245,8 @@ private:
     void releaseFlow();
     // Ends `w`'s wait: disarmed, and no relay of its still running.
     void release(MutexLocker& lock, Waiter& w) SMC_REQUIRES(mutex_);
+    // Until `w`'s running relay call (if any) has ended.
+    void waitForRelay(MutexLocker& lock, Waiter& w) SMC_REQUIRES(mutex_);
     // timeouts.wait after terminate(): every link cleared once no flow holds the token (none
     // can take it any more), so a terminated group still held holds no QP.
     void clearLinksWhenIdle();
