@@ -179,34 +179,40 @@ void Executor::blockingLoop()
     blockingGone_.notify_all();
 }
 
+// The epoll_ctl calls are made outside watchMutex_, which the epoll thread takes for every
+// event: a caller in a system call under it would make that thread sleep on it.
 int Executor::watch(int fd, std::function<void()> onReadable)
 {
-    MutexLocker lock(watchMutex_);
-    if (!epoll_.joinable()) { // the first watch starts the epoll thread (a failed try, again)
-        if (epollFd_ < 0)
-            epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
-        if (!stopEpoll_)
-            if (Result<EventFd> w = EventFd::create())
-                stopEpoll_ = std::move(*w);
-        if (epollFd_ < 0 || !stopEpoll_)
-            return -1;
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.u64 = ~std::uint64_t{0};
-        if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, stopEpoll_.fd(), &ev) != 0 && errno != EEXIST)
-            return -1;
-        epoll_ = quietThread([this] { epollLoop(); });
-    }
-    const int id = nextWatch_++;
     auto w = std::make_shared<Watch>();
     w->onReadable = std::move(onReadable);
     w->fd = fd;
+    int id = -1;
+    {
+        MutexLocker lock(watchMutex_);
+        if (!epoll_.joinable()) { // the first watch starts the epoll thread (a failed try, again)
+            if (epollFd_ < 0)
+                epollFd_ = ::epoll_create1(EPOLL_CLOEXEC);
+            if (!stopEpoll_)
+                if (Result<EventFd> e = EventFd::create())
+                    stopEpoll_ = std::move(*e);
+            if (epollFd_ < 0 || !stopEpoll_)
+                return -1;
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.u64 = ~std::uint64_t{0};
+            if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, stopEpoll_.fd(), &ev) != 0 && errno != EEXIST)
+                return -1;
+            epoll_ = quietThread([this] { epollLoop(); });
+        }
+        id = nextWatch_++;
+        watches_.emplace(id, w); // before its first event can come
+    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = static_cast<std::uint64_t>(id);
-    watches_.emplace(id, w);
     if (::epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
         const int saved = errno;
+        MutexLocker lock(watchMutex_);
         watches_.erase(id);
         errno = saved;
         return -1;
@@ -216,13 +222,17 @@ int Executor::watch(int fd, std::function<void()> onReadable)
 
 void Executor::unwatch(int id)
 {
-    MutexLocker lock(watchMutex_);
-    auto it = watches_.find(id);
-    if (it == watches_.end())
-        return;
-    std::shared_ptr<Watch> w = it->second;
+    std::shared_ptr<Watch> w;
+    {
+        MutexLocker lock(watchMutex_);
+        auto it = watches_.find(id);
+        if (it == watches_.end())
+            return;
+        w = std::move(it->second);
+        watches_.erase(it); // an event that comes before the DEL finds nothing to run
+    }
     (void)::epoll_ctl(epollFd_, EPOLL_CTL_DEL, w->fd, nullptr);
-    watches_.erase(it);
+    MutexLocker lock(watchMutex_);
     if (w->runner != std::this_thread::get_id())
         watchDone_.wait(lock, [&]() SMC_REQUIRES(watchMutex_) { return !w->running; });
 }
