@@ -15,8 +15,11 @@ namespace smc
 struct Executor::Watch {
     std::function<void()> onReadable;
     int fd = -1;
+    // Under watchMutex_.
     bool running = false;
     std::thread::id runner;
+    bool removing = false; // an unwatch makes the DEL
+    bool removed = false;  // it did, and the id is gone
 };
 
 Executor::Executor(Config config) : config_(config)
@@ -222,19 +225,26 @@ int Executor::watch(int fd, std::function<void()> onReadable)
 
 void Executor::unwatch(int id)
 {
-    std::shared_ptr<Watch> w;
-    {
-        MutexLocker lock(watchMutex_);
-        auto it = watches_.find(id);
-        if (it == watches_.end())
-            return;
-        w = std::move(it->second);
-        watches_.erase(it); // an event that comes before the DEL finds nothing to run
-    }
-    (void)::epoll_ctl(epollFd_, EPOLL_CTL_DEL, w->fd, nullptr);
     MutexLocker lock(watchMutex_);
-    if (w->runner != std::this_thread::get_id())
-        watchDone_.wait(lock, [&]() SMC_REQUIRES(watchMutex_) { return !w->running; });
+    auto it = watches_.find(id);
+    if (it == watches_.end())
+        return;
+    std::shared_ptr<Watch> w = it->second;
+    if (!w->removing) {
+        // One caller makes the DEL; the id goes only after it, so that any unwatch of it
+        // returns (and its caller may close the fd) only once no registration of the fd is
+        // left: a DEL after that would end the registration of whatever took the number.
+        w->removing = true;
+        lock.unlock();
+        (void)::epoll_ctl(epollFd_, EPOLL_CTL_DEL, w->fd, nullptr);
+        lock.lock();
+        watches_.erase(id);
+        w->removed = true;
+        watchDone_.notify_all();
+    }
+    const bool self = w->runner == std::this_thread::get_id();
+    watchDone_.wait(
+        lock, [&]() SMC_REQUIRES(watchMutex_) { return w->removed && (self || !w->running); });
 }
 
 void Executor::epollLoop()

@@ -315,6 +315,46 @@ TEST(Executor, WatchCallsBackWhileReadableAndNeverAfterUnwatch)
     EXPECT_EQ(executor.watch(-1, [] {}), -1) << "epoll takes no bad fd";
 }
 
+// Two unwatches of one id at once (a callback ending its own watch while its owner ends it too)
+// both return, and the owner's caller may close the fd at once and give the number to a new
+// watch: the removal is over by then, so it does not end the new registration. (The window it
+// guards is a few instructions wide: this runs the paths, for TSan too, more than it hits it.)
+TEST(Executor, TwoUnwatchesOfOneIdBothReturnAndItsNumberWatchesAgain)
+{
+    Executor executor({1, 8, 1000ms});
+    for (int round = 0; round < 200; ++round) {
+        UniqueFd fd(::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC)); // readable throughout
+        ASSERT_TRUE(fd);
+        std::atomic<bool> go{false};
+        std::atomic<int> id{-1};
+        id = executor.watch(fd.get(), [&] {
+            if (go)
+                executor.unwatch(id.load());
+        });
+        ASSERT_GE(id.load(), 0);
+        std::atomic<int> calls{0};
+        int next = -1;
+        UniqueFd reused;
+        std::thread owner([&] {
+            while (!go) {
+            }
+            executor.unwatch(id.load());
+            fd.reset();
+            reused = UniqueFd(::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC)); // likely the number
+            next = executor.watch(reused.get(), [&] {
+                std::uint64_t v;
+                (void)!::read(reused.get(), &v, sizeof v);
+                ++calls;
+            });
+        });
+        go = true;
+        owner.join();
+        ASSERT_GE(next, 0);
+        ASSERT_TRUE(eventually([&] { return calls > 0; })) << "round " << round;
+        executor.unwatch(next);
+    }
+}
+
 } // namespace
 } // namespace smc
 
