@@ -3,6 +3,7 @@
 #include "smc/net/ready_fd.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -172,16 +173,20 @@ void ReadyFd::release() noexcept
 void ReadyFd::apply(bool readable, bool writable, bool again, bool promised) noexcept
 {
     const std::byte* junk = kZeros.data();
+    // For `again` (an edge for EPOLLET): a fresh byte, and the ones queued before it go after
+    // it came, so a poll in between never finds the number empty; one byte of ours stays.
     if (counting_) {
-        // For `again`, what is owed and queued goes first (at most one byte of ours queues up).
-        if (again && readable)
-            owed_ -= static_cast<unsigned>(drain(app_.get(), owed_));
         if (readable && (again || (owed_ == 0 && !promised)) &&
-            ::send(ours_.get(), junk, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+            ::send(ours_.get(), junk, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+            int queued = 0;
+            if (again && ::ioctl(app_.get(), FIONREAD, &queued) == 0 && queued > 1)
+                owed_ -= static_cast<unsigned>(
+                    drain(app_.get(), std::min<std::size_t>(owed_, queued - 1)));
             ++owed_;
-    } else if (readable && readable_ && again) { // one byte queued, whatever the pulses before
-        (void)drain(app_.get());
-        (void)::send(ours_.get(), junk, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+    } else if (readable && readable_ && again &&
+               ::send(ours_.get(), junk, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+        (void)drain(app_.get(), 1); // ours; a stray pulse or two may stay, readable as it is
     }
     if (!counting_ && (readable != readable_ || (!readable && strays_))) {
         if (readable)

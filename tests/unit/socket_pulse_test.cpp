@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <random>
 #include <thread>
 #include <vector>
@@ -165,6 +166,32 @@ TEST(ReadyFd, WritableFollowsSetAndTurnsAnEdge)
         r.set(false, true);
         EXPECT_TRUE(writable());
         EXPECT_EQ(::epoll_wait(ep.get(), &got, 1, 0), 1) << "no edge when it turned writable";
+    }
+}
+
+// A readable descriptor told again (an edge for EPOLLET, each time the peer says something)
+// never looks empty on the way, counted or not: a program that peeked bytes and then polls
+// must see them. Another thread polls all along.
+TEST(ReadyFd, ReadableToldAgainNeverLooksEmpty)
+{
+    for (const bool counted : {false, true}) {
+        net::ReadyFd r = std::move(net::ReadyFd::create()).value();
+        r.count(counted);
+        r.set(true, true);
+        ASSERT_TRUE(readable(r.fd(), 0));
+        std::atomic<bool> done{false};
+        std::atomic<int> empty{0};
+        std::thread poller([&] {
+            while (!done.load())
+                if (!readable(r.fd(), 0))
+                    empty.fetch_add(1);
+        });
+        for (int i = 0; i < 20000; ++i)
+            r.set(true, true, true);
+        done = true;
+        poller.join();
+        EXPECT_EQ(empty.load(), 0) << (counted ? "counted" : "not counted");
+        EXPECT_EQ(queued(r.fd()), 1) << "one byte of ours";
     }
 }
 
