@@ -2,7 +2,9 @@
 // ReadyFd: readiness we set on a socket pair end, for the application's poll loop.
 #include "smc/net/ready_fd.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -10,6 +12,7 @@
 #include <array>
 #include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "smc/net/tcp.h"
 
@@ -37,38 +40,142 @@ std::size_t fillFor(int fd) noexcept
     return std::min(kJunk, static_cast<std::size_t>(sndbuf) / 4 + 1);
 }
 
+// Making and closing a pair costs a short connection about a tenth of its time: pairs that
+// nobody else holds any more wait here for the next connection, a few of them.
+constexpr std::size_t kMaxReusable = 64;
+std::atomic<std::uint64_t> forks{0};
+std::atomic<std::uint64_t> reusedPairs{0};
+
+struct Reusable {
+    struct Pair {
+        UniqueFd app, ours;
+        std::size_t fill = 0;
+    };
+    Reusable() { pairs.reserve(kMaxReusable); }
+    Mutex mutex;
+    std::vector<Pair> pairs SMC_GUARDED_BY(mutex);
+};
+
+// Never destroyed: a ReadyFd may go after static destructors ran.
+Reusable& reusable()
+{
+    static Reusable* r = new Reusable;
+    return *r;
+}
+
 } // namespace
 
 Result<ReadyFd> ReadyFd::create()
 {
+    // The fork count before the pair exists: a child started from here on may hold it.
+    const std::uint64_t made = forks.load(std::memory_order_acquire);
+    {
+        Reusable& r = reusable();
+        MutexLocker lock(r.mutex);
+        if (!r.pairs.empty()) {
+            Reusable::Pair p = std::move(r.pairs.back());
+            r.pairs.pop_back();
+            reusedPairs.fetch_add(1, std::memory_order_relaxed);
+            return ReadyFd(std::move(p.app), std::move(p.ours), p.fill, made);
+        }
+    }
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0)
         return lastError();
     const int small = 1; // the kernel raises it to its minimum, the same for every socket
     ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     static const std::size_t fill = fillFor(fds[0]);
-    return ReadyFd(UniqueFd(fds[0]), UniqueFd(fds[1]), fill);
+    return ReadyFd(UniqueFd(fds[0]), UniqueFd(fds[1]), fill, made);
 }
 
-ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours, std::size_t fill) noexcept
-    : app_(std::move(app)), ours_(std::move(ours)), fill_(fill)
+ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours, std::size_t fill, std::uint64_t made) noexcept
+    : app_(std::move(app)), ours_(std::move(ours)), fill_(fill), forks_(made)
 {
 }
 
+void ReadyFd::reuseWhenDone() noexcept
+{
+    MutexLocker lock(mutex_);
+    reuse_.store(!counted_ && !never_, std::memory_order_relaxed);
+}
+
+void ReadyFd::neverReuse() noexcept
+{
+    MutexLocker lock(mutex_);
+    never_ = true;
+    reuse_.store(false, std::memory_order_relaxed);
+}
+
+void ReadyFd::beforeFork() noexcept SMC_TSA(no_thread_safety_analysis)
+{
+    reusable().mutex.lock(); // no pair half in or out of the cache across the fork
+    forks.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void ReadyFd::afterForkParent() noexcept SMC_TSA(no_thread_safety_analysis)
+{
+    reusable().mutex.unlock();
+}
+
+void ReadyFd::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
+{
+    Reusable& r = reusable();
+    r.pairs.clear(); // the parent's
+    r.mutex.unlock();
+}
+
+void ReadyFd::spawning() noexcept
+{
+    forks.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::uint64_t ReadyFd::reused() noexcept
+{
+    return reusedPairs.load(std::memory_order_relaxed);
+}
+
+void ReadyFd::dropReusable() noexcept
+{
+    Reusable& r = reusable();
+    MutexLocker lock(r.mutex);
+    r.pairs.clear();
+}
+
+void ReadyFd::closingRange(unsigned first, unsigned last) noexcept
+{
+    auto in = [&](const UniqueFd& fd) {
+        return static_cast<unsigned>(fd.get()) >= first && static_cast<unsigned>(fd.get()) <= last;
+    };
+    Reusable& r = reusable();
+    MutexLocker lock(r.mutex);
+    std::erase_if(r.pairs, [&](Reusable::Pair& p) {
+        if (!in(p.app) && !in(p.ours))
+            return false;
+        // The kernel closes those; the other end closes here (a number of the range, closed
+        // twice, could by then be someone else's).
+        if (in(p.app))
+            (void)p.app.release();
+        if (in(p.ours))
+            (void)p.ours.release();
+        return true;
+    });
+}
+
 ReadyFd::ReadyFd(ReadyFd&& other) noexcept
-    : app_(std::move(other.app_)), ours_(std::move(other.ours_)), fill_(other.fill_)
+    : app_(std::move(other.app_)), ours_(std::move(other.ours_)), fill_(other.fill_),
+      forks_(other.forks_), reuse_(other.reuse_.load(std::memory_order_relaxed))
 {
     MutexLocker lock(other.mutex_);
     MutexLocker mine(mutex_);
     readable_ = other.readable_;
     writable_ = other.writable_;
     counting_ = other.counting_;
+    counted_ = other.counted_;
+    never_ = other.never_;
     owed_ = other.owed_;
     held_ = other.held_;
     wanted_ = other.wanted_;
 }
-
-ReadyFd::~ReadyFd() = default;
 
 void ReadyFd::set(bool readable, bool writable, bool again, bool promised) noexcept
 {
@@ -104,9 +211,34 @@ std::size_t drain(int fd, std::size_t limit = SIZE_MAX) noexcept
 
 } // namespace
 
+ReadyFd::~ReadyFd()
+{
+    if (!reuse_.load(std::memory_order_relaxed) || !app_ || !ours_ ||
+        forks_ != forks.load(std::memory_order_acquire))
+        return;          // both ends close
+    const int e = errno; // a program's call may be what destroys us
+    int cancel = 0;      // poll and recv are cancellation points; a destructor cannot unwind
+    (void)::pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    // Nothing queued either way, not shut down, and the file's flags as socketpair() made them
+    // (the program may have changed them through its number).
+    (void)drain(app_.get());
+    (void)drain(ours_.get());
+    pollfd p[2] = {{app_.get(), POLLIN | POLLRDHUP, 0}, {ours_.get(), POLLIN | POLLRDHUP, 0}};
+    if (::poll(p, 2, 0) == 0 && ::fcntl(app_.get(), F_SETFL, O_RDWR | O_NONBLOCK) == 0) {
+        Reusable& r = reusable();
+        MutexLocker lock(r.mutex);
+        if (r.pairs.size() < kMaxReusable && forks_ == forks.load(std::memory_order_acquire))
+            r.pairs.push_back({std::move(app_), std::move(ours_), fill_}); // else both close
+    }
+    (void)::pthread_setcancelstate(cancel, nullptr);
+    errno = e;
+}
+
 void ReadyFd::count(bool on) noexcept
 {
     MutexLocker lock(mutex_);
+    counted_ = counted_ || on;
+    reuse_.store(reuse_.load(std::memory_order_relaxed) && !on, std::memory_order_relaxed);
     if (counting_ == on)
         return;
     counting_ = on;

@@ -2,8 +2,10 @@
 // ReadyFd: a descriptor whose poll readiness (readable, writable) the library sets.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "base/mutex.h"
@@ -21,10 +23,35 @@ namespace smc::net
 class ReadyFd
 {
 public:
-    // Errors: socketpair's errno. Starts not readable, writable.
+    // Errors: socketpair's errno. Starts not readable, writable. Takes a pair a ReadyFd left
+    // for reuse (reuseWhenDone) if there is one.
     static Result<ReadyFd> create();
     ReadyFd(ReadyFd&&) noexcept;
+    // Closes both ends, or leaves the pair for a later create() (reuseWhenDone).
     ~ReadyFd();
+
+    // The owner says nobody but this object will hold either end when it goes (the program's
+    // numbers of fd() closed, out of every epoll set, never copied or sent): the pair then
+    // serves a later create(). Not after count(true) (the peer may have been given our end),
+    // nor across a fork (forked()). Never blocks.
+    void reuseWhenDone() noexcept;
+    // Never reused, whatever reuseWhenDone says later (its file may be held elsewhere).
+    void neverReuse() noexcept;
+    // Around fork(2) (pthread_atfork): every pair made so far has copies in the child, which
+    // closes those waiting for reuse. The cache's lock is held across the fork.
+    static void beforeFork() noexcept;
+    static void afterForkParent() noexcept;
+    static void afterForkChild() noexcept;
+    // A child is about to start without fork handlers (posix_spawn, system, popen): it may keep
+    // numbers of pairs made so far, which are then never reused.
+    static void spawning() noexcept;
+    // Closes the pairs waiting for reuse (tests).
+    static void dropReusable() noexcept;
+    // The numbers from `first` to `last` are about to be closed by someone else (close_range,
+    // closefrom): pairs waiting for reuse with an end among them are dropped.
+    static void closingRange(unsigned first, unsigned last) noexcept;
+    // How many create() calls took a pair left for reuse, in this process.
+    static std::uint64_t reused() noexcept;
 
     int fd() const noexcept { return app_.get(); }
     // Our end: a byte sent into it makes fd() readable. A peer that holds a copy (pulses:
@@ -59,18 +86,22 @@ public:
     void release() noexcept;
 
 private:
-    ReadyFd(UniqueFd app, UniqueFd ours, std::size_t fill) noexcept;
+    ReadyFd(UniqueFd app, UniqueFd ours, std::size_t fill, std::uint64_t made) noexcept;
     void apply(bool readable, bool writable, bool again, bool promised) noexcept
         SMC_REQUIRES(mutex_);
     UniqueFd app_;
     UniqueFd ours_;
-    std::size_t fill_; // what makes app_ not writable (create())
+    std::size_t fill_;        // what makes app_ not writable (create())
+    std::uint64_t forks_ = 0; // forked()'s count when made
+    std::atomic<bool> reuse_{false};
     mutable Mutex mutex_;
     bool readable_ SMC_GUARDED_BY(mutex_) = false;
     bool writable_ SMC_GUARDED_BY(mutex_) = true;
     bool counting_ SMC_GUARDED_BY(mutex_) = false;
-    bool strays_ SMC_GUARDED_BY(mutex_) = false; // counted once: a late pulse may still come
-    unsigned owed_ SMC_GUARDED_BY(mutex_) = 0;   // counted: bytes sent or promised, not taken
+    bool counted_ SMC_GUARDED_BY(mutex_) = false; // count(true) ran: the peer may hold our end
+    bool never_ SMC_GUARDED_BY(mutex_) = false;   // neverReuse()
+    bool strays_ SMC_GUARDED_BY(mutex_) = false;  // counted once: a late pulse may still come
+    unsigned owed_ SMC_GUARDED_BY(mutex_) = 0;    // counted: bytes sent or promised, not taken
     struct Wanted {
         bool readable, writable, again, promised;
     };

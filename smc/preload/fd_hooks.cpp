@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdarg>
 
+#include "smc/net/ready_fd.h"
 #include "smc/preload/real.h"
 #include "smc/preload/setup.h"
 #include "smc/preload/shim.h"
@@ -45,6 +46,8 @@ int alias(int from, int to)
         real().close(to);
         return fail(EMFILE);
     }
+    // Shared: markShared before the copy finds nothing while a handshake runs in a call.
+    conn->shared = true;
     conn->numbers.fetch_add(1);
     shim.add(to, std::move(conn));
     return to;
@@ -75,10 +78,28 @@ void settled(int fd, bool use = true)
     (void)Shim::instance().route(fd, Wait::Always, use ? Use::Any : Use::None);
 }
 
+// Whether fcntl's `cmd` may leave the number's file held or watched beyond the number (a copy,
+// an owner and its signals, a lease, a lock): then its ready socket pair is never reused.
+bool sharing(int cmd, void* arg) noexcept
+{
+    switch (cmd) {
+    case F_GETFL:
+    case F_GETFD:
+    case F_SETFD:
+        return false;
+    case F_SETFL:
+        return (reinterpret_cast<std::intptr_t>(arg) & O_ASYNC) != 0;
+    default:
+        return true;
+    }
+}
+
 int control(int (*call)(int, int, ...), int fd, int cmd, void* arg)
 {
     if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
         settled(fd);
+    if (sharing(cmd, arg))
+        Shim::instance().markShared(fd);
     const int r = call(fd, cmd, arg);
     if (r < 0)
         return r;
@@ -164,6 +185,7 @@ extern "C" {
 int dup(int fd)
 {
     settled(fd);
+    Shim::instance().markShared(fd);
     return alias(fd, real().dup(fd));
 }
 
@@ -173,9 +195,11 @@ int dup2(int from, int to)
 {
     settled(from);
     settled(to, false);
+    if (from != to)
+        Shim::instance().markShared(from);
     const int r = real().dup2(from, to);
     if (r >= 0 && from != to)
-        Shim::instance().forget(to); // the kernel closed what `to` was
+        (void)Shim::instance().forget(to, true); // the kernel closed what `to` was
     return alias(from, r);
 }
 
@@ -183,9 +207,10 @@ int dup3(int from, int to, int flags)
 {
     settled(from);
     settled(to, false);
+    Shim::instance().markShared(from);
     const int r = real().dup3(from, to, flags);
     if (r >= 0)
-        Shim::instance().forget(to);
+        (void)Shim::instance().forget(to, true);
     return alias(from, r);
 }
 
@@ -208,6 +233,43 @@ int fcntl64(int fd, int cmd, ...)
     return control(real().fcntl64, fd, cmd, arg);
 }
 
+// Children started without fork handlers inherit every number not marked FD_CLOEXEC: no socket
+// pair made so far is reused after them (a vfork or a clone is not seen here; while such a
+// child lives, Closing::finish sees it).
+int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                const posix_spawnattr_t* attr, char* const argv[], char* const envp[])
+{
+    smc::net::ReadyFd::spawning();
+    const int r = real().posix_spawn(pid, path, actions, attr, argv, envp);
+    smc::net::ReadyFd::spawning(); // and pairs made while it started
+    return r;
+}
+
+int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[])
+{
+    smc::net::ReadyFd::spawning();
+    const int r = real().posix_spawnp(pid, file, actions, attr, argv, envp);
+    smc::net::ReadyFd::spawning(); // and pairs made while it started
+    return r;
+}
+
+int system(const char* command)
+{
+    smc::net::ReadyFd::spawning();
+    const int r = real().system(command);
+    smc::net::ReadyFd::spawning(); // and pairs made while it started
+    return r;
+}
+
+FILE* popen(const char* command, const char* mode)
+{
+    smc::net::ReadyFd::spawning();
+    FILE* const r = real().popen(command, mode);
+    smc::net::ReadyFd::spawning(); // and pairs made while it started
+    return r;
+}
+
 int ioctl(int fd, unsigned long request, ...)
 {
     va_list args;
@@ -223,6 +285,9 @@ int ioctl(int fd, unsigned long request, ...)
         *static_cast<int*>(arg) = static_cast<int>(std::min<std::size_t>(*n, INT_MAX));
         return 0;
     }
+    // FIOASYNC, an owner: on the ready socket's file, as fcntl's.
+    if (request != FIONBIO && request != FIONREAD && request != FIOCLEX && request != FIONCLEX)
+        Shim::instance().markShared(fd);
     const int r = real().ioctl(fd, request, arg); // FIONREAD under way: the stand-in's 0
     if (r == 0 && request == FIONBIO && arg) {
         const bool on = *static_cast<const int*>(arg) != 0;

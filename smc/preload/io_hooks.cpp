@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -197,6 +198,28 @@ ssize_t sentFile(const Conn& conn, int out, int in, off_t* offset, std::size_t c
     return static_cast<ssize_t>(done);
 }
 
+// Numbers sent to another process (SCM_RIGHTS): their ready descriptors are held there too,
+// from before the message leaves.
+void passing(const msghdr* msg)
+{
+    if (msg == nullptr || msg->msg_control == nullptr || msg->msg_controllen == 0)
+        return;
+    const auto* end = static_cast<const std::byte*>(msg->msg_control) + msg->msg_controllen;
+    for (cmsghdr* c = CMSG_FIRSTHDR(msg); c != nullptr;
+         c = CMSG_NXTHDR(const_cast<msghdr*>(msg), c)) {
+        // A header the kernel will refuse (EINVAL) is not read past: it sends nothing.
+        if (c->cmsg_len < CMSG_LEN(0) ||
+            c->cmsg_len > static_cast<std::size_t>(end - reinterpret_cast<const std::byte*>(c)))
+            return;
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+            for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+                int sent = -1;
+                std::memcpy(&sent, CMSG_DATA(c) + i * sizeof(int), sizeof sent);
+                Shim::instance().markShared(sent);
+            }
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -324,9 +347,36 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags)
     const Route r = routed(fd, flags, Use::Any);
     if (r.error)
         return fail(r.error);
-    if (!r.conn)
+    if (!r.conn) {
+        passing(msg);
         return real().sendmsg(fd, msg, flags);
+    }
     return sentv(*r.conn, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+}
+
+// As sendmsg for each message, the way Linux's stream sockets take them: an error after the
+// first message ends the call with the count sent so far.
+int sendmmsg(int fd, mmsghdr* msgs, unsigned count, int flags)
+{
+    const Route r = routed(fd, flags, Use::Any);
+    if (r.error)
+        return fail(r.error);
+    if (!r.conn) {
+        for (unsigned i = 0; msgs != nullptr && i < count; ++i)
+            passing(&msgs[i].msg_hdr);
+        return real().sendmmsg(fd, msgs, count, flags);
+    }
+    if (msgs == nullptr && count > 0)
+        return fail(EFAULT);
+    count = std::min(count, unsigned{UIO_MAXIOV}); // the kernel's cap
+    for (unsigned i = 0; i < count; ++i) {
+        const msghdr& m = msgs[i].msg_hdr;
+        const ssize_t n = sentv(*r.conn, fd, m.msg_iov, static_cast<int>(m.msg_iovlen), flags);
+        if (n < 0)
+            return i > 0 ? static_cast<int>(i) : -1;
+        msgs[i].msg_len = static_cast<unsigned>(n);
+    }
+    return static_cast<int>(count);
 }
 
 ssize_t sendfile(int out, int in, off_t* offset, size_t count)

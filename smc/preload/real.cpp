@@ -49,6 +49,11 @@ Real resolve() noexcept
     find(r.sendto, "sendto");
     find(r.recvmsg, "recvmsg");
     find(r.sendmsg, "sendmsg");
+    find(r.sendmmsg, "sendmmsg");
+    find(r.posix_spawn, "posix_spawn");
+    find(r.posix_spawnp, "posix_spawnp");
+    find(r.system, "system");
+    find(r.popen, "popen");
     find(r.fcntl, "fcntl");
     find(r.fcntl64, "fcntl64");
     find(r.ioctl, "ioctl");

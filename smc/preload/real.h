@@ -3,6 +3,8 @@
 #pragma once
 
 #include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -32,6 +34,7 @@ struct Real {
     ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
     ssize_t (*recvmsg)(int, msghdr*, int);
     ssize_t (*sendmsg)(int, const msghdr*, int);
+    int (*sendmmsg)(int, mmsghdr*, unsigned, int);
     int (*fcntl)(int, int, ...);
     int (*fcntl64)(int, int, ...);
     int (*ioctl)(int, unsigned long, ...);
@@ -43,6 +46,12 @@ struct Real {
     int (*dup2)(int, int);
     int (*dup3)(int, int, int);
     ssize_t (*sendfile)(int, int, off_t*, size_t);
+    int (*posix_spawn)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                       const posix_spawnattr_t*, char* const[], char* const[]);
+    int (*posix_spawnp)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                        const posix_spawnattr_t*, char* const[], char* const[]);
+    int (*system)(const char*);
+    FILE* (*popen)(const char*, const char*);
 };
 
 // Resolved on first use; every pointer is set (a libc without one of these is not one we run

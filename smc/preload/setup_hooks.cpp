@@ -11,8 +11,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <utility>
+#include <vector>
 
+#include "smc/net/ready_fd.h"
 #include "smc/net/tcp.h"
 #include "smc/preload/real.h"
 #include "smc/preload/registry.h"
@@ -88,6 +92,18 @@ int plainConnect(int fd, const sockaddr* to, socklen_t len)
         errno = e;
     }
     return r;
+}
+
+// forget() for each number from `first` to `last` (not past the table), before the kernel
+// closes them. Allocates nothing for numbers that are not ours (a vfork child, which shares
+// the heap, has none).
+std::vector<smc::preload::Closing> forgetRange(unsigned first, unsigned last)
+{
+    std::vector<smc::preload::Closing> closing;
+    for (unsigned fd = first; fd <= last && fd < unsigned{Shim::kMaxFd}; ++fd)
+        if (smc::preload::Closing c = Shim::instance().forget(static_cast<int>(fd)); c.pending())
+            closing.push_back(std::move(c));
+    return closing;
 }
 
 } // namespace
@@ -213,8 +229,10 @@ int accept(int listener, sockaddr* from, socklen_t* fromLen)
 
 int close(int fd)
 {
-    Shim::instance().forget(fd);
-    return real().close(fd);
+    smc::preload::Closing closing = Shim::instance().forget(fd);
+    const int r = real().close(fd);
+    closing.finish(r == 0);
+    return r;
 }
 
 // As close() for each number of the range, when the call closes them in the process's table:
@@ -222,18 +240,31 @@ int close(int fd)
 // of the table; other threads keep them), nor with flags the kernel refuses.
 int close_range(unsigned first, unsigned last, int flags)
 {
-    if (flags == 0 && first <= last)
-        for (unsigned fd = first; fd <= last && fd < unsigned{Shim::kMaxFd}; ++fd)
-            Shim::instance().forget(static_cast<int>(fd));
-    return real().close_range(first, last, flags);
+    std::vector<smc::preload::Closing> closing;
+    if ((flags & CLOSE_RANGE_UNSHARE) != 0) // this thread's own table: ours is shared again
+        smc::net::ReadyFd::spawning();
+    if (flags == 0 && first <= last && Shim::instance().owner()) {
+        closing = forgetRange(first, last);
+        smc::net::ReadyFd::closingRange(first, last);
+    }
+    const int r = real().close_range(first, last, flags);
+    for (smc::preload::Closing& c : closing)
+        c.finish(r == 0);
+    return r;
 }
 
 // glibc's closefrom() makes the system call itself, past the close_range above.
 void closefrom(int lowest)
 {
-    for (int fd = std::max(lowest, 0); fd < Shim::kMaxFd; ++fd)
-        Shim::instance().forget(fd);
+    std::vector<smc::preload::Closing> closing;
+    if (Shim::instance().owner()) {
+        const auto first = static_cast<unsigned>(std::max(lowest, 0));
+        closing = forgetRange(first, Shim::kMaxFd - 1);
+        smc::net::ReadyFd::closingRange(first, UINT_MAX);
+    }
     real().closefrom(lowest);
+    for (smc::preload::Closing& c : closing)
+        c.finish(true);
 }
 
 int shutdown(int fd, int how)

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -94,6 +95,8 @@ Settings settingsFromEnvironment() noexcept
                              : p == "bucket" ? LockPolicy::Bucket
                                              : LockPolicy::Default;
     }
+    if (const char* reuse = std::getenv("SMC_RUN_REUSE"))
+        s.reusePairs = std::string_view(reuse) != "0";
     s.stack.smcTcpOption = false; // our own processes are peers: the registry says so
     return s;
 }
@@ -190,12 +193,17 @@ Route Shim::route(int fd, Wait wait, Use use)
                     return {nullptr, nullptr, EAGAIN};
                 continue;
             }
-            if (const auto it = s.setups.find(fd); it != s.setups.end())
+            if (const auto it = s.setups.find(fd); it != s.setups.end()) {
                 setup = it->second;
-            else if (const auto a = s.answered.find(fd); a != s.answered.end())
+            } else if (const auto a = s.answered.find(fd); a != s.answered.end()) {
                 answered = a->second;
-            else
+            } else {
+                // A call racing the number's close reaches the ready socket itself, and may
+                // leave something on it (an option, a read that takes a byte): not reused.
+                if (const auto c = s.closing.find(fd); c != s.closing.end())
+                    c->second->shared = true;
                 return {};
+            }
         }
         if (answered) {
             if (answered->generation != generation())
@@ -221,15 +229,46 @@ Route Shim::route(int fd, Wait wait, Use use)
 
 void Shim::add(int fd, std::shared_ptr<Conn> conn)
 {
-    MutexLocker lock(stripe(fd).mutex);
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    keepRegistrations(fd, *conn, s);
     conns_[fd] = std::move(conn);
     marked_[fd].store(true, std::memory_order_relaxed);
+}
+
+void Shim::keepRegistrations(int fd, Conn& conn, Stripe& s)
+{
+    if (conn.shared) // another number's (dup): its list is that number's, and never used
+        return;
+    conn.epolls.clear();
+    if (const auto it = s.watches.find(fd); it != s.watches.end())
+        for (const Watch& w : it->second)
+            conn.epolls.push_back(w.epfd);
+}
+
+void Shim::markShared(int fd)
+{
+    if (!marked(fd))
+        return;
+    if (!owner()) { // a vfork child (shares our memory, takes no lock) about to pass it on
+        net::ReadyFd::spawning();
+        return;
+    }
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    if (conns_[fd])
+        conns_[fd]->shared = true;
+    if (const auto it = s.closing.find(fd); it != s.closing.end())
+        it->second->shared = true;
+    if (const auto it = s.setups.find(fd); it != s.setups.end()) // still on its stand-in
+        it->second->standIn->neverReuse();
 }
 
 void Shim::remark(int fd, Stripe& s)
 {
     marked_[fd].store(conns_[fd] || announcements_[fd].valid() || s.setups.contains(fd) ||
-                          s.accepted.contains(fd) || s.answered.contains(fd),
+                          s.accepted.contains(fd) || s.answered.contains(fd) ||
+                          s.closing.contains(fd),
                       std::memory_order_relaxed);
 }
 
@@ -272,19 +311,26 @@ void Shim::dropAnswered(int fd, const Answered& answered)
     }
 }
 
-void Shim::forget(int fd)
+Closing Shim::forget(int fd, bool replaced)
 {
+    Closing closing;
     if ((!marked(fd) && !tracked(fd)) || !owner())
-        return;
+        return closing;
     std::shared_ptr<Conn> conn;
     std::shared_ptr<Setup> setup;
     std::shared_ptr<Answered> answered;
     UniqueFd announcement;
+    std::vector<int> epolls;
     {
         Stripe& s = stripe(fd);
         MutexLocker lock(s.mutex);
         tracked_[fd].store(false, std::memory_order_relaxed);
         conn = std::move(conns_[fd]);
+        if (conn && conn->generation == generation()) {
+            if (!conn->shared) // a shared one's list is not this number's to take
+                epolls = std::move(conn->epolls);
+            s.closing[fd] = conn; // the number stays marked until the kernel closed it
+        }
         announcement = std::move(announcements_[fd]);
         if (const auto it = s.answered.find(fd); it != s.answered.end()) {
             answered = std::move(it->second);
@@ -301,7 +347,7 @@ void Shim::forget(int fd)
         }
         s.watches.erase(fd);
         s.accepted.erase(fd);
-        marked_[fd].store(false, std::memory_order_relaxed);
+        remark(fd, s);
     }
     // A handshake under way gives up now (its task finds the number gone and cleans up); not
     // the parent's, which goes on there.
@@ -314,15 +360,73 @@ void Shim::forget(int fd)
         (void)real().shutdown(fd, SHUT_RDWR);
     else if (answered)
         (void)new std::shared_ptr<Answered>(std::move(answered));
-    if (conn) {
-        if (conn->generation != generation()) {
-            // The parent's connection: its stack has no threads here. Dropping the number is
-            // all a child may do (the parent's connection goes on).
-            (void)new std::shared_ptr<Conn>(std::move(conn)); // never destroyed here
-        } else if (conn->numbers.fetch_sub(1) == 1) {
-            conn->impl->close();
-        }
+    if (!conn)
+        return closing;
+    if (conn->generation != generation()) {
+        // The parent's connection: its stack has no threads here. Dropping the number is all a
+        // child may do (the parent's connection goes on).
+        (void)new std::shared_ptr<Conn>(std::move(conn)); // never destroyed here
+        return closing;
     }
+    closing.reusable_ = !replaced && !conn->shared && conn->numbers.load() == 1;
+    if (closing.reusable_) {
+        // The number is still open here: its registrations can be named (a registration the
+        // kernel would not remove leaves the pair unshared no more).
+        const int e = errno;
+        for (const int epfd : epolls)
+            closing.reusable_ =
+                real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr) == 0 && closing.reusable_;
+        errno = e;
+    }
+    closing.fd_ = fd;
+    closing.conn_ = std::move(conn);
+    return closing;
+}
+
+void Shim::closed(int fd, const Conn& conn)
+{
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    if (const auto it = s.closing.find(fd); it != s.closing.end() && it->second.get() == &conn) {
+        s.closing.erase(it);
+        remark(fd, s);
+    }
+}
+
+namespace
+{
+
+// Whether this process has a child now, alive or not reaped. One started without our fork
+// handlers (a vfork, a clone) may hold a number the program did not mark FD_CLOEXEC, so a
+// pair is reused only when there is none (WNOWAIT: nothing is reaped).
+bool hasChildren() noexcept
+{
+    siginfo_t info{};
+    return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 || errno != ECHILD;
+}
+
+} // namespace
+
+void Closing::finish(bool closed) noexcept
+{
+    if (!conn_)
+        return;
+    std::shared_ptr<Conn> conn = std::move(conn_);
+    const int e = errno;
+    int cancel = 0; // a cancellation point below would end in std::terminate (noexcept)
+    (void)::pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    Shim::instance().closed(fd_, *conn);
+    if (conn->numbers.fetch_sub(1) == 1) {
+        // Nothing can have copied the number since forget() (markShared runs before a copy,
+        // and the number is closed now): whoever held it, shared says so.
+        if (closed && reusable_ && !conn->shared && Shim::instance().settings().reusePairs &&
+            !hasChildren())
+            conn->impl->reuseReadyWhenDone();
+        conn->impl->close();
+    }
+    conn.reset(); // the connection's end, before errno says what the program's close did
+    (void)::pthread_setcancelstate(cancel, nullptr);
+    errno = e;
 }
 
 void Shim::holdAnnouncement(int fd, UniqueFd announcement)
@@ -366,17 +470,38 @@ void Shim::untrack(int fd)
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
     tracked_[fd].store(false, std::memory_order_relaxed);
+    if (const std::shared_ptr<Conn>& conn = conns_[fd]) // registered since add(): kept too
+        keepRegistrations(fd, *conn, s);
     s.watches.erase(fd);
 }
 
 int Shim::epollControl(int epfd, int op, int fd, epoll_event* event)
 {
-    if (!tracked(fd))
+    if (!tracked(fd) && !marked(fd))
         return real().epoll_ctl(epfd, op, fd, event);
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
     const int r = real().epoll_ctl(epfd, op, fd, event);
-    if (r != 0 || !tracked_[fd].load(std::memory_order_relaxed))
+    const int e = errno;
+    if (const auto it = s.closing.find(fd); it != s.closing.end() && r == 0 && op != EPOLL_CTL_DEL)
+        it->second->shared = true; // its close may not remove this registration
+    if (const std::shared_ptr<Conn>& conn = conns_[fd]; conn && !tracked_[fd]) {
+        if (conn->shared) // never reused: nothing to remove at its close
+            return r;
+        // Whatever says the number is in the set (a MOD, an ADD refused as EEXIST) records it.
+        const bool in = (r == 0 && op != EPOLL_CTL_DEL) || (r != 0 && e == EEXIST);
+        std::vector<int>& sets = conn->epolls;
+        const auto it = std::find(sets.begin(), sets.end(), epfd);
+        if (r == 0 && op == EPOLL_CTL_DEL && it != sets.end())
+            sets.erase(it);
+        else if (in && it == sets.end())
+            sets.push_back(epfd);
+        errno = e;
+        return r;
+    }
+    if (r != 0)
+        return r;
+    if (!tracked_[fd].load(std::memory_order_relaxed))
         return r;
     std::vector<Watch>& list = s.watches[fd];
     const auto it =
@@ -454,10 +579,13 @@ bool Shim::settle(int fd, Setup& setup, int file, std::shared_ptr<Conn> conn)
             }
             // The stand-in that became the connection's ready descriptor stays.
             moved = standsIn || moveLocked(fd, file, s);
-            if (!moved)
+            if (!moved) {
                 log("fd %d: cannot move to its connection: %s", fd, std::strerror(errno));
-            else
+            } else {
+                if (conn)
+                    keepRegistrations(fd, *conn, s);
                 conns_[fd] = std::move(conn);
+            }
             // What the connection said meanwhile shows now that a call finds it.
             setup.standIn->release();
             s.setups.erase(it);
@@ -498,11 +626,13 @@ void Shim::beforeFork() noexcept SMC_TSA(no_thread_safety_analysis)
     s.stackMutex_.lock();
     for (Stripe& stripe : s.stripes_)
         stripe.mutex.lock();
+    net::ReadyFd::beforeFork(); // last: a ReadyFd goes under a stripe's lock
 }
 
 void Shim::afterForkParent() noexcept SMC_TSA(no_thread_safety_analysis)
 {
     Shim& s = instance();
+    net::ReadyFd::afterForkParent();
     for (Stripe& stripe : s.stripes_)
         stripe.mutex.unlock();
     s.stackMutex_.unlock();
@@ -520,9 +650,21 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
     s.owner_ = ::getpid();
     s.stackFailed_ = false;
     s.generation_.fetch_add(1);
-    for (Stripe& stripe : s.stripes_)
+    for (Stripe& stripe : s.stripes_) {
+        // Closes other threads had under way: they are the parent's to finish.
+        std::vector<int> closed;
+        for (auto& [fd, conn] : stripe.closing) {
+            (void)new std::shared_ptr<Conn>(std::move(conn)); // the parent's: never destroyed
+            closed.push_back(fd);
+        }
+        stripe.closing.clear();
+        for (const int fd : closed)
+            s.remark(fd, stripe);
         stripe.mutex.unlock();
+    }
     s.stackMutex_.unlock();
+    // Last: closing the parent's cached pairs goes through our close(), which takes stripes.
+    net::ReadyFd::afterForkChild();
 }
 
 bool nonBlocking(int fd) noexcept

@@ -41,12 +41,45 @@ struct Conn {
     std::atomic<int> numbers{1};
     // The fork generation it was made in: a child only drops the parent's connections.
     std::uint64_t generation = 0;
+    // Its ready descriptor may be somewhere we cannot see (a dup, SCM_RIGHTS, an owner set by
+    // fcntl or ioctl): then its socket pair is never reused (net::ReadyFd::reuseWhenDone).
+    std::atomic<bool> shared{false};
+    // The epoll sets its number is registered in, as the program's epoll_ctl calls left them;
+    // guarded by the number's stripe. At its close they are removed: the socket pair outlives
+    // the number when it is reused, and so would they.
+    std::vector<int> epolls;
+};
+
+// A connection whose last number is closing (Shim::forget): once the kernel closed the number,
+// finish() closes the connection, leaving its socket pair for a later connection when nothing
+// else can hold it. Destroyed unfinished, it finishes as if the close failed (no reuse).
+class Closing
+{
+public:
+    Closing() = default;
+    Closing(Closing&& other) noexcept
+        : fd_(other.fd_), conn_(std::move(other.conn_)), reusable_(other.reusable_)
+    {
+    }
+    Closing& operator=(Closing&&) = delete;
+    ~Closing() { finish(false); }
+    // `closed`: the kernel's close of the number succeeded. Keeps errno.
+    void finish(bool closed) noexcept;
+    // Whether there is a connection to finish.
+    bool pending() const noexcept { return conn_ != nullptr; }
+
+private:
+    friend class Shim;
+    int fd_ = -1;
+    std::shared_ptr<Conn> conn_;
+    bool reusable_ = false; // its registrations all removed while the number was still its own
 };
 
 struct Settings {
-    bool debug = false;    // SMC_RUN_DEBUG: one line per connection on stderr
-    SocketOptions options; // SMC_RUN_SNDBUF, SMC_RUN_RCVBUF, SMC_RUN_BUSY_POLL
-    StackConfig stack;     // SMC_RUN_POLICY
+    bool debug = false;     // SMC_RUN_DEBUG: one line per connection on stderr
+    SocketOptions options;  // SMC_RUN_SNDBUF, SMC_RUN_RCVBUF, SMC_RUN_BUSY_POLL
+    StackConfig stack;      // SMC_RUN_POLICY
+    bool reusePairs = true; // SMC_RUN_REUSE=0: no ready socket pair serves a later connection
 };
 
 struct Setup;    // setup.h
@@ -115,8 +148,15 @@ public:
 
     // The number `fd` goes (close, or dup2 onto it): its announcement is dropped, its handshake
     // cut short, and its connection closed if it was the last number of one (only dropped if
-    // it is the parent's).
-    void forget(int fd);
+    // it is the parent's), by the Closing returned, once the kernel closed the number. Not
+    // shared, its ready descriptor's socket pair then serves a later connection, out of the
+    // epoll sets the number was in. `replaced`: the number refers to another file already
+    // (dup2 onto it), so its epoll registrations can no longer be named: no reuse.
+    [[nodiscard]] Closing forget(int fd, bool replaced = false);
+    // `fd`'s connection, if it has one (or is closing), may have its ready descriptor held
+    // elsewhere from now on (a copy of the number, SCM_RIGHTS, an owner): its pair is never
+    // reused. Call it before the call that may copy the number.
+    void markShared(int fd);
 
     // `fd` was accepted for SMC: its handshake waits for its first use (route()).
     void addAccepted(int fd);
@@ -169,7 +209,12 @@ private:
         std::unordered_map<int, std::vector<Watch>> watches SMC_GUARDED_BY(mutex);
         std::unordered_set<int> accepted SMC_GUARDED_BY(mutex); // awaiting their first use
         std::unordered_map<int, std::shared_ptr<Answered>> answered SMC_GUARDED_BY(mutex);
+        // Between forget() and the kernel's close of the number (Closing::finish).
+        std::unordered_map<int, std::shared_ptr<Conn>> closing SMC_GUARDED_BY(mutex);
     };
+    friend class Closing;
+    // Closing::finish: the number's entry in `closing` goes.
+    void closed(int fd, const Conn& conn);
 
     Shim();
     // fork(2): every lock is taken before, and let go after in both processes, so the child's
@@ -189,6 +234,7 @@ private:
         return fd >= 0 && fd < kMaxFd && tracked_[fd].load(std::memory_order_relaxed);
     }
     void remark(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
+    void keepRegistrations(int fd, Conn& conn, Stripe& s) SMC_REQUIRES(s.mutex);
     bool moveLocked(int fd, int file, Stripe& s) SMC_REQUIRES(s.mutex);
     void settled(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
 

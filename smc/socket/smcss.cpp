@@ -82,7 +82,8 @@ std::string smcssJson(const std::vector<ConnectionInfo>& connections, const Stac
     o << "], \"stats\": {\"smcd_client\": " << stats.smcdClient
       << ", \"smcd_server\": " << stats.smcdServer << ", \"smcr_client\": " << stats.smcrClient
       << ", \"smcr_server\": " << stats.smcrServer << ", \"tcp_forced\": " << stats.tcpForced
-      << ", \"handshake_errors\": " << stats.handshakeErrors << ", \"client_fallbacks\": ";
+      << ", \"handshake_errors\": " << stats.handshakeErrors
+      << ", \"ready_pairs_reused\": " << stats.readyPairsReused << ", \"client_fallbacks\": ";
     reasons(o, stats.clientFallbacks);
     o << ", \"server_fallbacks\": ";
     reasons(o, stats.serverFallbacks);

@@ -293,6 +293,13 @@ Result<std::size_t> SocketImpl::unread() const
     return path_->unread();
 }
 
+void SocketImpl::reuseReadyWhenDone() noexcept
+{
+    MutexLocker lock(readyMutex_);
+    if (ready_)
+        ready_->reuseWhenDone();
+}
+
 Result<int> SocketImpl::pollFd(std::shared_ptr<net::ReadyFd> standIn)
 {
     if (closed_)

@@ -154,6 +154,9 @@ struct StackStats {
     // Bytes of RMBs kept for their peers now (StackConfig::keptDmbBytes; the pool counts them
     // in use).
     std::uint64_t keptRmbBytes = 0;
+    // Ready descriptors (socket pairs) that served another connection of this process
+    // (smc-run; net::ReadyFd::reuseWhenDone).
+    std::uint64_t readyPairsReused = 0;
 };
 
 } // namespace smc

@@ -10,6 +10,7 @@
 
 #include "smc/ism/ism_registrar.h"
 #include "smc/ism/shm_ism.h"
+#include "smc/net/ready_fd.h"
 #include "smc/net/tcp_option.h"
 #include "smc/stack/stack_smcr.h"
 #include "smc/transport/rc_channel.h"
@@ -197,6 +198,7 @@ StackStats StackCore::stats() const
         s = stats_;
     }
     s.keptRmbBytes = kept_->bytes();
+    s.readyPairsReused = net::ReadyFd::reused();
     return s;
 }
 

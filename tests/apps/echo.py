@@ -8,9 +8,14 @@
 # (the second socket gets the number again); "loop N" is one event loop that is both ends of N
 # connections at once; "greeter PORTFILE" and "greeted PORT" are a server that speaks first
 # from a non-blocking socket whose first read found nothing (twice: once made blocking again
-# before it speaks), and one that closes it then. Plain
+# before it speaks), and one that closes it then; "epollclient PORT BYTES N" closes N
+# connections one after the other while they are still in its epoll set (or replaces their
+# numbers by dup2), as nginx does; "spawnclient PORT N [pass]" leaves a connection's number
+# behind in a grandchild (inherited, or sent to it during the handshake) and checks that the
+# copy there sees that connection's end while N more follow; "mmsgclient PORT BYTES" sends
+# with sendmmsg(2). Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
-# close_range, SO_RCVTIMEO; a subprocess), nothing smc-core.
+# close_range, SO_RCVTIMEO, posix_spawn, SCM_RIGHTS; a subprocess), nothing smc-core.
 import errno
 import hashlib
 import select
@@ -224,6 +229,161 @@ elif sys.argv[1] == "nbclient":
                 print("ok" if ok else f"MISMATCH: {answer!r} != {expected!r}")
                 sys.exit(0)
             answer += d
+elif sys.argv[1] == "epollclient":
+    # N connections one after the other, each in one epoll set and closed without leaving it
+    # (nginx does so), or its number replaced by dup2: the next one's number (usually the same)
+    # joins the set anew, and the set reports it alone.
+    import os
+    n, rounds = int(sys.argv[3]), int(sys.argv[4])
+    ep = select.epoll()
+    for i in range(rounds):
+        c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+        try:
+            ep.register(c.fileno(), select.EPOLLIN)
+        except OSError as e:
+            print(f"MISMATCH: round {i}: epoll register: {e}")
+            sys.exit(0)
+        c.sendall(payload(n))
+        c.shutdown(socket.SHUT_WR)
+        answer = b""
+        while True:
+            events = ep.poll(10)
+            if [fd for fd, _ in events] != [c.fileno()]:
+                print(f"MISMATCH: round {i}: epoll reported {events}, not {c.fileno()}")
+                sys.exit(0)
+            d = c.recv(4096)
+            if not d:
+                break
+            answer += d
+        expected = f"{n} {hashlib.sha256(payload(n)).hexdigest()}"
+        if answer.decode() != expected:
+            print(f"MISMATCH: round {i}: {answer!r} != {expected!r}")
+            sys.exit(0)
+        if i % 2:  # still in the set; the number replaced by dup2 instead of closed
+            fd = c.detach()
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, fd)
+            os.close(null)
+            os.close(fd)
+        else:
+            c.close()  # still in the set
+    print("ok")
+elif sys.argv[1] == "spawnclient":
+    # A connection's number left behind in a grandchild (posix_spawn of a shell that starts it
+    # in the background and exits at once): inherited, or with "pass" sent to it (SCM_RIGHTS)
+    # while its handshake is under way. Once the connection is closed here and ROUNDS others
+    # follow, the copy there shows that connection's end (a hang-up), never the readiness of a
+    # later one (which a socket pair reused under it would show).
+    import os
+    port, rounds = int(sys.argv[2]), int(sys.argv[3])
+    passing = len(sys.argv) > 4
+
+    def exchange(c):
+        c.sendall(payload(1000))
+        c.shutdown(socket.SHUT_WR)
+        answer = b""
+        while d := c.recv(4096):
+            answer += d
+        return answer.decode() == f"1000 {hashlib.sha256(payload(1000)).hexdigest()}"
+
+    here, there = socket.socketpair()
+    r, w = os.pipe()
+    if passing:
+        kept = f"socket.recv_fds(socket.socket(fileno={there.fileno()}), 1, 1)[1][0]"
+    else:
+        first = socket.create_connection(("127.0.0.1", port))
+        kept = str(first.fileno())
+    for fd in (first.fileno(), w, there.fileno()) if not passing else (w, there.fileno()):
+        os.set_inheritable(fd, True)
+    watcher = (
+        "import select, socket, time\n"
+        f"fd = {kept}\n"
+        "time.sleep(1)\n"
+        "p = select.poll()\n"
+        "p.register(fd, select.POLLIN)\n"
+        "print(p.poll(0))\n"
+    )
+    shell = f'python3 -c "$1" >&{w} &'
+    pid = os.posix_spawn("/bin/sh", ["sh", "-c", shell, "sh", watcher], os.environ)
+    os.waitpid(pid, 0)  # the shell is gone; the watcher, not our child, keeps the number
+    os.close(w)
+    there.close()
+    if passing:
+        first = socket.socket()
+        first.setblocking(False)
+        if first.connect_ex(("127.0.0.1", port)) != errno.EINPROGRESS:
+            print("MISMATCH: a non-blocking connect did not say EINPROGRESS")
+            sys.exit(0)
+        socket.send_fds(here, [b"x"], [first.fileno()])
+        select.select([], [first], [], 10)
+        first.setblocking(True)
+    ok = exchange(first)
+    first.close()
+    later = []  # each kept open (the server answers one at a time)
+    for _ in range(rounds):
+        later.append(socket.create_connection(("127.0.0.1", port)))
+        ok = exchange(later[-1]) and ok
+    seen = os.read(r, 4096).decode()  # after the watcher polled, the later ones still open
+    hangup = any(mask & select.POLLHUP for _, mask in eval(seen or "[]"))
+    if not ok:
+        print("MISMATCH: an answer")
+    elif not hangup:
+        print(f"MISMATCH: the left-behind copy polled {seen.strip()!r}, not a hang-up")
+    else:
+        print("ok")
+elif sys.argv[1] == "mmsgclient":
+    # sendmmsg(2) (through ctypes: Python has no call of its own): three messages of two
+    # pieces each in one call, then the answer checked as "client" does.
+    import ctypes
+
+    class Iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    class Msghdr(ctypes.Structure):
+        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
+                    ("iov", ctypes.POINTER(Iovec)), ("iovlen", ctypes.c_size_t),
+                    ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                    ("flags", ctypes.c_int)]
+
+    class Mmsghdr(ctypes.Structure):
+        _fields_ = [("hdr", Msghdr), ("len", ctypes.c_uint)]
+
+    n = int(sys.argv[3])
+    data = payload(n)
+    buf = ctypes.create_string_buffer(data, n)
+    cut = [n * k // 6 for k in range(7)]
+    iovs = (Iovec * 6)(*[Iovec(ctypes.addressof(buf) + cut[k], cut[k + 1] - cut[k])
+                         for k in range(6)])
+    msgs = (Mmsghdr * 3)()
+    for k in range(3):
+        msgs[k].hdr.iov = ctypes.cast(ctypes.byref(iovs, 2 * k * ctypes.sizeof(Iovec)),
+                                      ctypes.POINTER(Iovec))
+        msgs[k].hdr.iovlen = 2
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    libc = ctypes.CDLL(None, use_errno=True)
+    # Bad input gets the kernel's error, not a crash: a control header longer than its buffer
+    # (on a socket the shim passes through), no messages at all (on the SMC connection).
+    a, b = socket.socketpair()
+    control = ctypes.create_string_buffer(b"\xff\xff\xff\x7f\0\0\0\0\1\0\0\0\1\0\0\0", 16)
+    bad = Msghdr(iov=ctypes.cast(ctypes.byref(iovs), ctypes.POINTER(Iovec)), iovlen=1,
+                 control=ctypes.addressof(control), controllen=16)
+    if libc.sendmsg(a.fileno(), ctypes.byref(bad), 0) != -1 or ctypes.get_errno() != errno.EINVAL:
+        print(f"MISMATCH: a control header past its buffer: errno {ctypes.get_errno()}")
+        sys.exit(0)
+    if libc.sendmmsg(c.fileno(), None, 1, 0) != -1 or ctypes.get_errno() != errno.EFAULT:
+        print(f"MISMATCH: sendmmsg of no messages: errno {ctypes.get_errno()}")
+        sys.exit(0)
+    sent = libc.sendmmsg(c.fileno(), msgs, 3, 0)
+    lens = [msgs[k].len for k in range(3)]
+    if sent != 3 or lens != [cut[2 * k + 2] - cut[2 * k] for k in range(3)]:
+        print(f"MISMATCH: sendmmsg sent {sent} messages of {lens}, errno {ctypes.get_errno()}")
+        sys.exit(0)
+    c.shutdown(socket.SHUT_WR)
+    answer = b""
+    while d := c.recv(4096):
+        answer += d
+    expected = f"{n} {hashlib.sha256(data).hexdigest()}"
+    print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
 elif sys.argv[1] == "rangeclient":
     import os
     n = int(sys.argv[3])

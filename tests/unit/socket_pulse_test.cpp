@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Pulses: an SMC-D peer wakes our descriptor itself, readable exactly while there are bytes;
 // and the counted ready descriptor under them.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -192,6 +193,78 @@ TEST(ReadyFd, ReadableToldAgainNeverLooksEmpty)
         poller.join();
         EXPECT_EQ(empty.load(), 0) << (counted ? "counted" : "not counted");
         EXPECT_EQ(queued(r.fd()), 1) << "one byte of ours";
+    }
+}
+
+// A pair left for reuse serves the next create(), drained and writable, with the flags
+// socketpair() gave it; one that the peer may hold (count(true)) or that a fork copied is
+// closed instead.
+TEST(ReadyFd, APairLeftForReuseServesTheNextOneAsNew)
+{
+    net::ReadyFd::dropReusable();
+    auto fresh = [] { return std::move(net::ReadyFd::create()).value(); };
+    auto open = [](int fd) { return ::fcntl(fd, F_GETFD) != -1; };
+    int app = -1;
+    {
+        net::ReadyFd r = fresh();
+        app = r.fd();
+        r.set(true, false); // a byte queued, the fill in flight
+        ASSERT_TRUE(readable(r.fd(), 0));
+        ASSERT_EQ(::fcntl(r.fd(), F_SETFL, O_RDWR), 0); // a blocking program's number
+        r.reuseWhenDone();
+    }
+    EXPECT_TRUE(open(app)) << "left for reuse, not closed";
+    {
+        net::ReadyFd r = fresh();
+        EXPECT_EQ(r.fd(), app);
+        EXPECT_FALSE(readable(r.fd(), 0));
+        pollfd p{r.fd(), POLLOUT, 0};
+        EXPECT_EQ(::poll(&p, 1, 0), 1);
+        EXPECT_NE(::fcntl(r.fd(), F_GETFL) & O_NONBLOCK, 0);
+        r.count(true); // the peer may be given our end from here on
+        r.reuseWhenDone();
+    }
+    EXPECT_FALSE(open(app)) << "a pair the peer may hold is closed";
+    {
+        net::ReadyFd r = fresh();
+        app = r.fd();
+        r.reuseWhenDone();
+        net::ReadyFd::beforeFork(); // a child has copies of both ends now
+        net::ReadyFd::afterForkParent();
+    }
+    EXPECT_FALSE(open(app)) << "a pair made before a fork is closed";
+    {
+        net::ReadyFd r = fresh();
+        app = r.fd();
+        r.reuseWhenDone();
+        net::ReadyFd::spawning(); // a child without fork handlers may keep a number of it
+    }
+    EXPECT_FALSE(open(app)) << "a pair made before a spawn is closed";
+    {
+        net::ReadyFd r = fresh();
+        app = r.fd();
+        r.neverReuse(); // held elsewhere: what reuseWhenDone says later changes nothing
+        r.reuseWhenDone();
+    }
+    EXPECT_FALSE(open(app)) << "a pair marked never to be reused is closed";
+    int ours = -1;
+    {
+        net::ReadyFd r = fresh();
+        app = r.fd();
+        ours = r.pulseFd();
+        r.reuseWhenDone();
+    }
+    ASSERT_TRUE(open(app)) << "left for reuse";
+    // close_range or closefrom is about to close the app end: the cache lets go of it,
+    // without closing it (its closer does) and closes the other end.
+    const std::uint64_t reusedBefore = net::ReadyFd::reused();
+    net::ReadyFd::closingRange(static_cast<unsigned>(app), static_cast<unsigned>(app));
+    EXPECT_TRUE(open(app)) << "the range's closer closes it";
+    EXPECT_FALSE(open(ours)) << "the end outside the range closed here";
+    ::close(app);
+    {
+        net::ReadyFd r = fresh();
+        EXPECT_EQ(net::ReadyFd::reused(), reusedBefore) << "a pair with a closed end served";
     }
 }
 

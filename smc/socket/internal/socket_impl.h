@@ -51,6 +51,9 @@ public:
     // none yet.
     Result<int> pollFd(std::shared_ptr<net::ReadyFd> standIn = nullptr);
     void setNonBlocking(bool on) noexcept { nonBlocking_ = on; }
+    // Nobody but us will hold the ready descriptor's ends (smc-run: the program's last number
+    // closed): its socket pair may serve a later connection (net::ReadyFd::reuseWhenDone).
+    void reuseReadyWhenDone() noexcept;
     // How long a blocking recv (and peek) or send waits before timed_out; negative: forever
     // (SO_RCVTIMEO, SO_SNDTIMEO). Start as the options say.
     void setRecvTimeout(std::chrono::milliseconds t) noexcept { recvTimeout_ = t.count(); }
