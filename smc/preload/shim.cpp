@@ -370,8 +370,8 @@ Closing Shim::forget(int fd, bool replaced)
     }
     closing.reusable_ = !replaced && !conn->shared && conn->numbers.load() == 1;
     if (closing.reusable_) {
-        // The number is still open here: its registrations can be named (a registration the
-        // kernel would not remove leaves the pair unshared no more).
+        // The number is still open here, so its registrations can be named; one whose DEL
+        // fails would outlive the close: then no reuse.
         const int e = errno;
         for (const int epfd : epolls)
             closing.reusable_ =
