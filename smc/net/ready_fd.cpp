@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <utility>
 #include <vector>
@@ -96,14 +97,13 @@ ReadyFd::ReadyFd(UniqueFd app, UniqueFd ours, std::size_t fill, std::uint64_t ma
 void ReadyFd::reuseWhenDone() noexcept
 {
     MutexLocker lock(mutex_);
-    reuse_.store(!counted_ && !never_, std::memory_order_relaxed);
+    reuse_ = true;
 }
 
 void ReadyFd::neverReuse() noexcept
 {
     MutexLocker lock(mutex_);
     never_ = true;
-    reuse_.store(false, std::memory_order_relaxed);
 }
 
 void ReadyFd::beforeFork() noexcept SMC_TSA(no_thread_safety_analysis)
@@ -163,13 +163,14 @@ void ReadyFd::closingRange(unsigned first, unsigned last) noexcept
 
 ReadyFd::ReadyFd(ReadyFd&& other) noexcept
     : app_(std::move(other.app_)), ours_(std::move(other.ours_)), fill_(other.fill_),
-      forks_(other.forks_), reuse_(other.reuse_.load(std::memory_order_relaxed))
+      forks_(other.forks_)
 {
     MutexLocker lock(other.mutex_);
     MutexLocker mine(mutex_);
     readable_ = other.readable_;
     writable_ = other.writable_;
     counting_ = other.counting_;
+    reuse_ = other.reuse_;
     counted_ = other.counted_;
     never_ = other.never_;
     owed_ = other.owed_;
@@ -213,9 +214,12 @@ std::size_t drain(int fd, std::size_t limit = SIZE_MAX) noexcept
 
 ReadyFd::~ReadyFd()
 {
-    if (!reuse_.load(std::memory_order_relaxed) || !app_ || !ours_ ||
-        forks_ != forks.load(std::memory_order_acquire))
-        return;          // both ends close
+    {
+        MutexLocker lock(mutex_);
+        if (!reuse_ || counted_ || never_ || !app_ || !ours_ ||
+            forks_ != forks.load(std::memory_order_acquire))
+            return; // both ends close
+    }
     const int e = errno; // a program's call may be what destroys us
     int cancel = 0;      // poll and recv are cancellation points; a destructor cannot unwind
     (void)::pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
@@ -238,7 +242,6 @@ void ReadyFd::count(bool on) noexcept
 {
     MutexLocker lock(mutex_);
     counted_ = counted_ || on;
-    reuse_.store(reuse_.load(std::memory_order_relaxed) && !on, std::memory_order_relaxed);
     if (counting_ == on)
         return;
     counting_ = on;

@@ -2,7 +2,6 @@
 // ReadyFd: a descriptor whose poll readiness (readable, writable) the library sets.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +32,7 @@ public:
     // The owner says nobody but this object will hold either end when it goes (the program's
     // numbers of fd() closed, out of every epoll set, never copied or sent): the pair then
     // serves a later create(). Not after count(true) (the peer may have been given our end),
-    // nor across a fork (forked()). Never blocks.
+    // nor for a pair made before a fork or a spawn (beforeFork, spawning). Never blocks.
     void reuseWhenDone() noexcept;
     // Never reused, whatever reuseWhenDone says later (its file may be held elsewhere).
     void neverReuse() noexcept;
@@ -92,12 +91,12 @@ private:
     UniqueFd app_;
     UniqueFd ours_;
     std::size_t fill_;        // what makes app_ not writable (create())
-    std::uint64_t forks_ = 0; // forked()'s count when made
-    std::atomic<bool> reuse_{false};
+    std::uint64_t forks_ = 0; // the count of forks and spawns before it was made
     mutable Mutex mutex_;
     bool readable_ SMC_GUARDED_BY(mutex_) = false;
     bool writable_ SMC_GUARDED_BY(mutex_) = true;
     bool counting_ SMC_GUARDED_BY(mutex_) = false;
+    bool reuse_ SMC_GUARDED_BY(mutex_) = false;   // reuseWhenDone()
     bool counted_ SMC_GUARDED_BY(mutex_) = false; // count(true) ran: the peer may hold our end
     bool never_ SMC_GUARDED_BY(mutex_) = false;   // neverReuse()
     bool strays_ SMC_GUARDED_BY(mutex_) = false;  // counted once: a late pulse may still come
