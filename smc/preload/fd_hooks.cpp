@@ -78,6 +78,17 @@ void settled(int fd, bool use = true)
     (void)Shim::instance().route(fd, Wait::Always, use ? Use::Any : Use::None);
 }
 
+// A child started without fork handlers (`start`) inherits every number not marked FD_CLOEXEC:
+// no socket pair made before it began, or while it started, is reused after it (a vfork or a
+// clone is not seen here; while such a child lives, Closing::finish sees it).
+template <typename Start> auto spawned(Start start)
+{
+    smc::net::ReadyFd::spawning();
+    const auto r = start();
+    smc::net::ReadyFd::spawning();
+    return r;
+}
+
 // Whether fcntl's `cmd` may leave the number's file held or watched beyond the number (a copy,
 // an owner and its signals, a lease, a lock): then its ready socket pair is never reused.
 bool sharing(int cmd, void* arg) noexcept
@@ -233,41 +244,26 @@ int fcntl64(int fd, int cmd, ...)
     return control(real().fcntl64, fd, cmd, arg);
 }
 
-// Children started without fork handlers inherit every number not marked FD_CLOEXEC: no socket
-// pair made so far is reused after them (a vfork or a clone is not seen here; while such a
-// child lives, Closing::finish sees it).
 int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
                 const posix_spawnattr_t* attr, char* const argv[], char* const envp[])
 {
-    smc::net::ReadyFd::spawning();
-    const int r = real().posix_spawn(pid, path, actions, attr, argv, envp);
-    smc::net::ReadyFd::spawning(); // and pairs made while it started
-    return r;
+    return spawned([&] { return real().posix_spawn(pid, path, actions, attr, argv, envp); });
 }
 
 int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
                  const posix_spawnattr_t* attr, char* const argv[], char* const envp[])
 {
-    smc::net::ReadyFd::spawning();
-    const int r = real().posix_spawnp(pid, file, actions, attr, argv, envp);
-    smc::net::ReadyFd::spawning(); // and pairs made while it started
-    return r;
+    return spawned([&] { return real().posix_spawnp(pid, file, actions, attr, argv, envp); });
 }
 
 int system(const char* command)
 {
-    smc::net::ReadyFd::spawning();
-    const int r = real().system(command);
-    smc::net::ReadyFd::spawning(); // and pairs made while it started
-    return r;
+    return spawned([&] { return real().system(command); });
 }
 
 FILE* popen(const char* command, const char* mode)
 {
-    smc::net::ReadyFd::spawning();
-    FILE* const r = real().popen(command, mode);
-    smc::net::ReadyFd::spawning(); // and pairs made while it started
-    return r;
+    return spawned([&] { return real().popen(command, mode); });
 }
 
 int ioctl(int fd, unsigned long request, ...)

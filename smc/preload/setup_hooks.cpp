@@ -94,15 +94,18 @@ int plainConnect(int fd, const sockaddr* to, socklen_t len)
     return r;
 }
 
-// forget() for each number from `first` to `last` (not past the table), before the kernel
-// closes them. Allocates nothing for numbers that are not ours (a vfork child, which shares
-// the heap, has none).
+// Before the kernel closes the numbers from `first` to `last`: forget() for each (not past the
+// table), and the cached socket pairs with an end among them let go. Allocates nothing for
+// numbers that are not ours. Not in a vfork child (it shares our memory): nothing.
 std::vector<smc::preload::Closing> forgetRange(unsigned first, unsigned last)
 {
     std::vector<smc::preload::Closing> closing;
+    if (!Shim::instance().owner())
+        return closing;
     for (unsigned fd = first; fd <= last && fd < unsigned{Shim::kMaxFd}; ++fd)
         if (smc::preload::Closing c = Shim::instance().forget(static_cast<int>(fd)); c.pending())
             closing.push_back(std::move(c));
+    smc::net::ReadyFd::closingRange(first, last);
     return closing;
 }
 
@@ -243,10 +246,8 @@ int close_range(unsigned first, unsigned last, int flags)
     std::vector<smc::preload::Closing> closing;
     if ((flags & CLOSE_RANGE_UNSHARE) != 0) // this thread's own table: ours is shared again
         smc::net::ReadyFd::spawning();
-    if (flags == 0 && first <= last && Shim::instance().owner()) {
+    if (flags == 0 && first <= last)
         closing = forgetRange(first, last);
-        smc::net::ReadyFd::closingRange(first, last);
-    }
     const int r = real().close_range(first, last, flags);
     for (smc::preload::Closing& c : closing)
         c.finish(r == 0);
@@ -256,12 +257,8 @@ int close_range(unsigned first, unsigned last, int flags)
 // glibc's closefrom() makes the system call itself, past the close_range above.
 void closefrom(int lowest)
 {
-    std::vector<smc::preload::Closing> closing;
-    if (Shim::instance().owner()) {
-        const auto first = static_cast<unsigned>(std::max(lowest, 0));
-        closing = forgetRange(first, Shim::kMaxFd - 1);
-        smc::net::ReadyFd::closingRange(first, UINT_MAX);
-    }
+    std::vector<smc::preload::Closing> closing =
+        forgetRange(static_cast<unsigned>(std::max(lowest, 0)), UINT_MAX);
     real().closefrom(lowest);
     for (smc::preload::Closing& c : closing)
         c.finish(true);
