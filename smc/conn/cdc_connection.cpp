@@ -85,7 +85,9 @@ Result<void> CdcConnection::waitPast(MutexLocker& lock, std::uint64_t mark, Dead
         return errc(std::errc::resource_unavailable_try_again);
     if (Clock::now() >= deadline)
         return errc(std::errc::timed_out);
-    wait(lock, mark, deadline, forBytes);
+    if (wait(lock, mark, deadline, forBytes) && onSignal_ != nullptr &&
+        onSignal_(deadline != Deadline::max()))
+        return errc(std::errc::interrupted);
     return {};
 }
 

@@ -50,7 +50,10 @@ public:
     void fillInfo(ConnectionInfo& info) const final;
 
 protected:
-    CdcConnection(cdc::CdcStream stream, std::size_t autocorkBytes) : cdc_(stream, autocorkBytes) {}
+    CdcConnection(cdc::CdcStream stream, std::size_t autocorkBytes, SignalPolicy onSignal = nullptr)
+        : cdc_(stream, autocorkBytes), onSignal_(onSignal)
+    {
+    }
     ~CdcConnection() override = default; // a transport's destructor calls close()
 
     // --- What a transport supplies.
@@ -65,10 +68,11 @@ protected:
         return true;
     }
     // A mark of the wake-ups so far; wait() returns after one past it or at `until`, with
-    // mutex_ held again. Taken before absorb(): nothing the peer does after it is missed.
+    // mutex_ held again, and says whether a signal handler cut its sleep short (then it may
+    // return before either). Taken before absorb(): nothing the peer does after it is missed.
     // `forBytes`: a receive waits, which says what is left readable once it returns.
     virtual std::uint64_t waitMark() const SMC_REQUIRES(mutex_) = 0;
-    virtual void wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes)
+    virtual bool wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes)
         SMC_REQUIRES(mutex_) = 0;
     // Wakes our own waiters and pollers.
     virtual void wake() SMC_REQUIRES(mutex_) = 0;
@@ -155,6 +159,8 @@ private:
     // Senders in send(), running or waiting for sendMutex_: a send that sees others behind
     // it leaves the announcing to them (autocorking).
     std::atomic<unsigned> queued_{0};
+    // Whether a wait that a signal handler cut short fails (null: it goes on waiting).
+    const SignalPolicy onSignal_;
     Mutex closeMutex_; // one close() at a time, start to end
     Mutex sendMutex_;  // one sender at a time (put(): the copy out of the caller's bytes)
     Mutex recvMutex_;  // one receiver at a time (the copy out of ours)

@@ -8,6 +8,7 @@
 
 #include "base/result.h"
 #include "smc/conn/connection_info.h"
+#include "smc/conn/signal_policy.h"
 #include "smc/net/tcp.h"
 
 namespace smc::net
@@ -25,7 +26,8 @@ public:
     // moved or the deadline passed, unless nonBlocking. recv returns 0 at the peer's
     // orderly end. Errors: resource_unavailable_try_again (nonBlocking, nothing moved),
     // timed_out, broken_pipe (send after our shutdownWrite or the peer's close),
-    // connection_reset (the peer aborted or died), not_connected (closed).
+    // connection_reset (the peer aborted or died), not_connected (closed), interrupted (a
+    // signal handler ran while it slept, and the connection's SignalPolicy said so; SMC-D).
     // `hold` (MSG_MORE, or the socket corked): the bytes are not announced to the peer while
     // its ring has room left; a later send without it, flush(), shutdownWrite() or close()
     // announces them. Besides, a send may leave its bytes unannounced for the next send of

@@ -62,7 +62,8 @@ long futex(std::byte* head, int op, std::uint32_t value, const timespec* timeout
 
 Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(ShmIsm& device, SmcdSetup setup,
                                                                std::chrono::microseconds busyPoll,
-                                                               std::size_t autocorkBytes)
+                                                               std::size_t autocorkBytes,
+                                                               SignalPolicy onSignal)
 {
     Result<cdc::CdcStream> stream = std::make_error_code(std::errc::invalid_argument);
     if (setup.rmb->size() > kHead && setup.peer.size() > kHead)
@@ -70,12 +71,13 @@ Result<std::unique_ptr<SmcdConnection>> SmcdConnection::create(ShmIsm& device, S
     if (!stream)
         return std::make_error_code(std::errc::invalid_argument); // setup gives its DMB back
     return std::unique_ptr<SmcdConnection>(
-        new SmcdConnection(device, std::move(setup), *stream, busyPoll, autocorkBytes));
+        new SmcdConnection(device, std::move(setup), *stream, busyPoll, autocorkBytes, onSignal));
 }
 
 SmcdConnection::SmcdConnection(ShmIsm& device, SmcdSetup setup, cdc::CdcStream stream,
-                               std::chrono::microseconds busyPoll, std::size_t autocorkBytes)
-    : CdcConnection(stream, autocorkBytes),
+                               std::chrono::microseconds busyPoll, std::size_t autocorkBytes,
+                               SignalPolicy onSignal)
+    : CdcConnection(stream, autocorkBytes, onSignal),
       device_(device), shown_{setup.rmb->size(), setup.peer.size(), setup.rmb->dmbToken(),
                               setup.peer.token()},
       setup_(std::move(setup)), busyPoll_(busyPoll)
@@ -191,7 +193,7 @@ void SmcdConnection::wake()
         futex(ownHead(), FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline until, bool forBytes)
+bool SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline until, bool forBytes)
 {
     const auto seen = static_cast<std::uint32_t>(mark);
     timespec ts{};
@@ -199,7 +201,7 @@ void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
     if (until != Deadline::max()) {
         const auto left = until - Clock::now();
         if (left <= Clock::duration::zero())
-            return;
+            return false;
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
         ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
         ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
@@ -215,6 +217,7 @@ void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
     // drained by a running reader) is seen without a futex round trip and two context
     // switches; past busyPoll_ we sleep, so an idle connection costs no CPU.
     bool rung = false;
+    bool interrupted = false;
     const auto spinUntil = std::min(until, Clock::now() + busyPoll_);
     while (!rung && Clock::now() < spinUntil) {
         rung = word(ownHead(), kSeqOffset).load(std::memory_order_acquire) != seen;
@@ -225,13 +228,14 @@ void SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         waiting.fetch_add(kSleeper, std::memory_order_seq_cst);
         if (word(ownHead(), kSeqOffset).load(std::memory_order_seq_cst) == seen)
-            futex(ownHead(), FUTEX_WAIT, seen, timeout); // EAGAIN, EINTR, ETIMEDOUT: re-check
+            interrupted = futex(ownHead(), FUTEX_WAIT, seen, timeout) != 0 && errno == EINTR;
         waiting.fetch_sub(kSleeper, std::memory_order_seq_cst);
         sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     }
     if (forBytes)
         waiting.fetch_sub(kReceiver, std::memory_order_seq_cst);
     mutex_.lock();
+    return interrupted;
 }
 
 // --- Bytes: plain copies into the peer's ring and out of ours ----------------------------

@@ -39,11 +39,13 @@ class SmcdConnection final : public CdcConnection
 {
 public:
     // `busyPoll`: how long a blocked call watches the doorbell before it sleeps.
-    // `autocorkBytes`: SocketOptions::autocorkBytes.
+    // `autocorkBytes`: SocketOptions::autocorkBytes. `onSignal`: whether a blocked call that
+    // a signal handler woke fails with interrupted (DataPath).
     // Errors: invalid_argument (a DMB too small for its CDC head). Does not block.
     static Result<std::unique_ptr<SmcdConnection>> create(ShmIsm& device, SmcdSetup setup,
                                                           std::chrono::microseconds busyPoll,
-                                                          std::size_t autocorkBytes);
+                                                          std::size_t autocorkBytes,
+                                                          SignalPolicy onSignal);
     // Closes if still open: our DMB is revoked and goes back to the pool, the peer's mapping
     // is dropped.
     ~SmcdConnection() override;
@@ -61,7 +63,8 @@ public:
 
 private:
     SmcdConnection(ShmIsm& device, SmcdSetup setup, cdc::CdcStream stream,
-                   std::chrono::microseconds busyPoll, std::size_t autocorkBytes);
+                   std::chrono::microseconds busyPoll, std::size_t autocorkBytes,
+                   SignalPolicy onSignal);
     const OwnDmb& ownDmb() const noexcept { return setup_.rmb; }
     std::byte* ownHead() const noexcept { return ownDmb()->data(); }
     std::byte* peerHead() const noexcept { return setup_.peer.data(); }
@@ -72,7 +75,7 @@ private:
     void absorb() override SMC_REQUIRES(mutex_);
     bool peek(cdc::CdcStream& s) const override SMC_REQUIRES(mutex_);
     std::uint64_t waitMark() const override SMC_REQUIRES(mutex_);
-    void wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes) override
+    bool wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes) override
         SMC_REQUIRES(mutex_);
     void wake() override SMC_REQUIRES(mutex_);
     void stage(const cdc::CdcMessage& m) override SMC_REQUIRES(txMutex_, mutex_);

@@ -216,17 +216,19 @@ void SmcrConnection::wake()
         events_.signal();
 }
 
-void SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes)
+bool SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes)
 {
     ConditionVariable& cv = forBytes ? changed_ : room_;
     // In slices: a deadline of Deadline::max() must not overflow the clock's conversions.
+    // A condition variable's wait goes on through signal handlers: never interrupted.
     while (wakes_ == mark) {
         const Clock::time_point now = Clock::now();
         if (now >= until)
-            return;
+            return false;
         const Clock::duration left = until - now;
         (void)cv.waitFor(lock, std::min<Clock::duration>(left, std::chrono::seconds(1)));
     }
+    return false;
 }
 
 // --- The group's events --------------------------------------------------------------

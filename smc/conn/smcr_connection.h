@@ -94,7 +94,7 @@ private:
 
     // CdcConnection: RDMA WRITEs, CDCs over the group's link, a condition variable.
     std::uint64_t waitMark() const override SMC_REQUIRES(mutex_) { return wakes_; }
-    void wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes) override
+    bool wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes) override
         SMC_REQUIRES(mutex_);
     void wake() override SMC_REQUIRES(mutex_);
     void stage(const cdc::CdcMessage& m) override SMC_REQUIRES(txMutex_, mutex_);

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -65,6 +66,24 @@ std::size_t sizeFrom(const char* name) noexcept
     return *end == '\0' ? static_cast<std::size_t>(n) : 0;
 }
 
+// Whether a blocked call that a signal handler woke fails with EINTR, as the kernel decides for
+// a socket: always when the call has a timeout (SO_RCVTIMEO, SO_SNDTIMEO), else when the
+// handler has no SA_RESTART. Which signal it was is not told here: the call fails if any caught
+// signal's handler lacks SA_RESTART (asked only when a handler did interrupt a call).
+bool interruptsAsTheKernel(bool timed) noexcept
+{
+    if (timed)
+        return true;
+    using Action = struct sigaction;
+    for (int sig = 1; sig < NSIG; ++sig) {
+        Action action{};
+        if (::sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_DFL &&
+            action.sa_handler != SIG_IGN && (action.sa_flags & SA_RESTART) == 0)
+            return true;
+    }
+    return false;
+}
+
 Settings settingsFromEnvironment() noexcept
 {
     Settings s;
@@ -87,6 +106,7 @@ Settings settingsFromEnvironment() noexcept
     if (const char* spin = std::getenv("SMC_RUN_BUSY_POLL")) // at most a second
         s.options.busyPoll =
             std::chrono::microseconds(std::min(std::strtoul(spin, nullptr, 10), 1'000'000ul));
+    s.options.onSignal = interruptsAsTheKernel;
     if (std::size_t rcv = sizeFrom("SMC_RUN_RCVBUF"))
         s.options.rmbBytes = rcv;
     if (const char* policy = std::getenv("SMC_RUN_POLICY")) {

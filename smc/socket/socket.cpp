@@ -413,7 +413,7 @@ Result<std::shared_ptr<SocketImpl>> connectionOf(StackCore& stack, UniqueFd tcp,
     }
     Result<std::unique_ptr<net::SmcdConnection>> conn =
         net::SmcdConnection::create(stack.device(), std::move(std::get<net::SmcdSetup>(*outcome)),
-                                    options.busyPoll, options.autocorkBytes);
+                                    options.busyPoll, options.autocorkBytes, options.onSignal);
     if (!conn) {
         stack.countHandshakeError();
         return conn.error();

@@ -34,7 +34,8 @@ enum class SendFlags : std::uint8_t { None, More };
 // Errors, for every call below besides its own: not_connected (closed or never connected),
 // connection_reset (the peer aborted, or died), broken_pipe (send after shutdown(Write) or
 // after the peer closed), timed_out (the call's timeout passed), resource_unavailable_try_again
-// (non-blocking and nothing could be done now).
+// (non-blocking and nothing could be done now), interrupted (a signal handler woke a blocked
+// send or recv on SMC-D and options.onSignal said to fail it).
 class Socket
 {
 public:

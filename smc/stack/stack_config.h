@@ -14,6 +14,7 @@
 #include "pool/lock_policy.h"
 #include "rdma/link_config.h"
 #include "smc/clc/decline_code.h"
+#include "smc/conn/signal_policy.h"
 #include "smc/llc/llc_timeouts.h"
 
 namespace smc
@@ -54,6 +55,10 @@ struct SocketOptions {
     // read this small, or the piece of one past the ring's wrap (a straggler). Below it a
     // copy costs less than the application's extra release call (bench/zerocopy_recv).
     std::size_t zeroCopyThreshold = 4096;
+    // SMC-D: whether a blocked send or recv that a signal handler woke fails with
+    // std::errc::interrupted (SignalPolicy); null: it goes on waiting. smc-run's answers as
+    // the kernel does for a socket (the handlers' SA_RESTART, the socket's timeouts).
+    SignalPolicy onSignal = nullptr;
 };
 
 // What a listener has besides the options of the connections it hands out.

@@ -180,6 +180,19 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     [ "$answer" = ok ] || fail "mmsgclient: $answer"
     [ "$(count 'client SMC-D' "$work/mmsg-client.log")" = 1 ] || fail "mmsgclient: not SMC-D"
     wait "$pid" || fail "mmsg: server failed"
+    # Signal handlers interrupt a blocking receive on an SMC-D connection as on TCP: Python's
+    # (no SA_RESTART) make it fail with EINTR, so a raising handler ends it and a returning one
+    # lets Python receive again.
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
+        2> "$work/sig-server.log" &
+    pid=$!
+    wait_for "$work/port"
+    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" sigclient "$(cat "$work/port")" \
+        2> "$work/sig-client.log") || fail "sigclient failed (a receive that signals did not end?)"
+    [ "$answer" = ok ] || fail "sigclient: $answer"
+    [ "$(count 'client SMC-D' "$work/sig-client.log")" = 1 ] || fail "sigclient: not SMC-D"
+    wait "$pid" || fail "sig: server failed"
     # close_range(2) ends a connection as close(2) does: the server reads both streams to
     # their end (it would wait forever for one the shim did not close).
     rm -f "$work/port"

@@ -13,7 +13,7 @@
 # numbers by dup2), as nginx does; "spawnclient PORT N [pass]" leaves a connection's number
 # behind in a grandchild (inherited, or sent to it during the handshake) and checks that the
 # copy there sees that connection's end while N more follow; "mmsgclient PORT BYTES" sends
-# with sendmmsg(2). Plain
+# with sendmmsg(2); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO, posix_spawn, SCM_RIGHTS; a subprocess), nothing smc-core.
 import errno
@@ -384,6 +384,58 @@ elif sys.argv[1] == "mmsgclient":
         answer += d
     expected = f"{n} {hashlib.sha256(data).hexdigest()}"
     print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
+elif sys.argv[1] == "sigclient":
+    # A blocking recv that a signal handler interrupts: Python's handlers have no SA_RESTART,
+    # so the kernel's recv fails with EINTR, after which Python runs the handler and, unless it
+    # raised, receives again (PEP 475). Timers that repeat: a first signal may come before the
+    # receive sleeps.
+    import signal
+    import threading
+    import time
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+
+    def timeout(signum, frame):
+        raise TimeoutError
+
+    signal.signal(signal.SIGALRM, timeout)
+    signal.setitimer(signal.ITIMER_REAL, 0.2, 0.05)
+    start = time.monotonic()
+    try:
+        got = c.recv(16)
+        print(f"MISMATCH: recv returned {got!r} instead of the handler's exception")
+        sys.exit(0)
+    except TimeoutError:
+        pass
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    if time.monotonic() - start > 5:
+        print("MISMATCH: the handler's exception came late")
+        sys.exit(0)
+    # A handler that returns: the receive goes on and gets what the server answers.
+    handled = 0
+
+    def count(signum, frame):
+        global handled
+        handled += 1
+
+    def send_later():
+        time.sleep(0.5)
+        c.sendall(b"x" * 10)
+        c.shutdown(socket.SHUT_WR)
+
+    signal.signal(signal.SIGALRM, count)
+    signal.setitimer(signal.ITIMER_REAL, 0.1, 0.05)
+    sender = threading.Thread(target=send_later)
+    sender.start()
+    answer = b""
+    while d := c.recv(4096):
+        answer += d
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    sender.join()
+    expected = f"10 {hashlib.sha256(b'x' * 10).hexdigest()}"
+    if handled == 0:
+        print("MISMATCH: no signal was handled during the receive")
+    else:
+        print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
 elif sys.argv[1] == "rangeclient":
     import os
     n = int(sys.argv[3])
