@@ -50,6 +50,8 @@ Real resolve() noexcept
     find(r.recvmsg, "recvmsg");
     find(r.sendmsg, "sendmsg");
     find(r.sendmmsg, "sendmmsg");
+    find(r.recvmmsg, "recvmmsg");
+    find(r.splice, "splice");
     find(r.posix_spawn, "posix_spawn");
     find(r.posix_spawnp, "posix_spawnp");
     find(r.system, "system");

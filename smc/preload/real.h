@@ -35,6 +35,8 @@ struct Real {
     ssize_t (*recvmsg)(int, msghdr*, int);
     ssize_t (*sendmsg)(int, const msghdr*, int);
     int (*sendmmsg)(int, mmsghdr*, unsigned, int);
+    int (*recvmmsg)(int, mmsghdr*, unsigned, int, timespec*);
+    ssize_t (*splice)(int, off64_t*, int, off64_t*, size_t, unsigned);
     int (*fcntl)(int, int, ...);
     int (*fcntl64)(int, int, ...);
     int (*ioctl)(int, unsigned long, ...);

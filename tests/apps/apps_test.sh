@@ -169,7 +169,7 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
             fail "spawnclient $how: not SMC-D"
         wait "$pid" || fail "spawn $how: server failed"
     done
-    # sendmmsg(2): three messages in one call, each whole, in order.
+    # sendmmsg(2): three messages in one call, each whole, in order; the answer by recvmmsg(2).
     rm -f "$work/port"
     timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
         2> "$work/mmsg-server.log" &
@@ -180,6 +180,17 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     [ "$answer" = ok ] || fail "mmsgclient: $answer"
     [ "$(count 'client SMC-D' "$work/mmsg-client.log")" = 1 ] || fail "mmsgclient: not SMC-D"
     wait "$pid" || fail "mmsg: server failed"
+    # splice(2) from a pipe into the connection and from it into a pipe: every byte, in order.
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
+        2> "$work/splice-server.log" &
+    pid=$!
+    wait_for "$work/port"
+    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" spliceclient \
+        "$(cat "$work/port")" 1000000 2> "$work/splice-client.log") || fail "spliceclient failed"
+    [ "$answer" = ok ] || fail "spliceclient: $answer"
+    [ "$(count 'client SMC-D' "$work/splice-client.log")" = 1 ] || fail "spliceclient: not SMC-D"
+    wait "$pid" || fail "splice: server failed"
     # Signal handlers interrupt a blocking receive on an SMC-D connection as on TCP: Python's
     # (no SA_RESTART) make it fail with EINTR, so a raising handler ends it and a returning one
     # lets Python receive again.

@@ -13,7 +13,8 @@
 # numbers by dup2), as nginx does; "spawnclient PORT N [pass]" leaves a connection's number
 # behind in a grandchild (inherited, or sent to it during the handshake) and checks that the
 # copy there sees that connection's end while N more follow; "mmsgclient PORT BYTES" sends
-# with sendmmsg(2); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
+# with sendmmsg(2) and reads the answer with recvmmsg(2); "spliceclient PORT BYTES" sends from a
+# pipe and receives into one with splice(2); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO, posix_spawn, SCM_RIGHTS; a subprocess), nothing smc-core.
 import errno
@@ -379,11 +380,71 @@ elif sys.argv[1] == "mmsgclient":
         print(f"MISMATCH: sendmmsg sent {sent} messages of {lens}, errno {ctypes.get_errno()}")
         sys.exit(0)
     c.shutdown(socket.SHUT_WR)
+    # The answer with recvmmsg(2): three 16-byte messages a call, the first one waited for.
+    bufs = [ctypes.create_string_buffer(16) for _ in range(3)]
+    riovs = (Iovec * 3)(*[Iovec(ctypes.addressof(b), 16) for b in bufs])
+    rmsgs = (Mmsghdr * 3)()
+    for k in range(3):
+        rmsgs[k].hdr.iov = ctypes.cast(ctypes.byref(riovs, k * ctypes.sizeof(Iovec)),
+                                       ctypes.POINTER(Iovec))
+        rmsgs[k].hdr.iovlen = 1
     answer = b""
-    while d := c.recv(4096):
-        answer += d
+    while True:
+        got = libc.recvmmsg(c.fileno(), rmsgs, 3, 0x10000, None)  # MSG_WAITFORONE
+        if got <= 0:
+            print(f"MISMATCH: recvmmsg returned {got}, errno {ctypes.get_errno()}")
+            sys.exit(0)
+        lens = [rmsgs[k].len for k in range(got)]
+        answer += b"".join(bufs[k].raw[:lens[k]] for k in range(got))
+        if 0 in lens:
+            break
     expected = f"{n} {hashlib.sha256(data).hexdigest()}"
     print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
+elif sys.argv[1] == "spliceclient":
+    # splice(2) both ways: the payload from a pipe into the connection, the answer from the
+    # connection into a pipe; and the kernel's errors for an offset and for no pipe at all.
+    import os
+    import tempfile
+    import threading
+    n = int(sys.argv[3])
+    data = payload(n)
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    r, w = os.pipe()
+    with tempfile.TemporaryFile() as f:
+        for how, call, code in (
+                ("an offset", lambda: os.splice(c.fileno(), w, 10, offset_src=0), errno.ESPIPE),
+                ("no pipe", lambda: os.splice(c.fileno(), f.fileno(), 10), errno.EINVAL)):
+            try:
+                call()
+                print(f"MISMATCH: splice with {how} did not fail")
+                sys.exit(0)
+            except OSError as e:
+                if e.errno != code:
+                    print(f"MISMATCH: splice with {how}: {e}")
+                    sys.exit(0)
+
+    def fill():
+        for at in range(0, n, 100000):
+            os.write(w, data[at:at + 100000])
+        os.close(w)
+
+    filler = threading.Thread(target=fill)
+    filler.start()
+    sent = 0
+    while k := os.splice(r, c.fileno(), 1 << 20):
+        sent += k
+    filler.join()
+    os.close(r)
+    c.shutdown(socket.SHUT_WR)
+    r, w = os.pipe()
+    answer = b""
+    while k := os.splice(c.fileno(), w, 4096):
+        answer += os.read(r, k)
+    expected = f"{n} {hashlib.sha256(data).hexdigest()}"
+    if sent != n:
+        print(f"MISMATCH: spliced {sent} of {n} bytes")
+    else:
+        print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
 elif sys.argv[1] == "sigclient":
     # A blocking recv that a signal handler interrupts: Python's handlers have no SA_RESTART,
     # so the kernel's recv fails with EINTR, after which Python runs the handler and, unless it
