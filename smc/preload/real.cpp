@@ -56,6 +56,9 @@ Real resolve() noexcept
     find(r.posix_spawnp, "posix_spawnp");
     find(r.system, "system");
     find(r.popen, "popen");
+    find(r.fdopen, "fdopen");
+    find(r.fileno, "fileno");
+    find(r.fileno_unlocked, "fileno_unlocked");
     find(r.fcntl, "fcntl");
     find(r.fcntl64, "fcntl64");
     find(r.ioctl, "ioctl");

@@ -54,6 +54,9 @@ struct Real {
                         const posix_spawnattr_t*, char* const[], char* const[]);
     int (*system)(const char*);
     FILE* (*popen)(const char*, const char*);
+    FILE* (*fdopen)(int, const char*);
+    int (*fileno)(FILE*);
+    int (*fileno_unlocked)(FILE*);
 };
 
 // Resolved on first use; every pointer is set (a libc without one of these is not one we run

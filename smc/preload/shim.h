@@ -134,6 +134,9 @@ public:
     // continues the handshake of one accepted for SMC (setup.h: beginAccepted, Answered);
     // calls on its options and addresses (Use::None) do not.
     Route route(int fd, Wait wait = Wait::IfBlocking, Use use = Use::Any);
+    // Whether `fd` is, or may become, a number whose calls the shim answers (a connection, a
+    // handshake, a socket that has not connected or been accepted for SMC yet). A hint.
+    bool mayRedirect(int fd) const noexcept { return marked(fd) || tracked(fd); }
     // While one lives, this thread's calls reach the kernel as they are (route() finds
     // nothing): for the library's own calls on a number the table holds.
     class Bypass

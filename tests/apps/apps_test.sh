@@ -191,6 +191,17 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     [ "$answer" = ok ] || fail "spliceclient: $answer"
     [ "$(count 'client SMC-D' "$work/splice-client.log")" = 1 ] || fail "spliceclient: not SMC-D"
     wait "$pid" || fail "splice: server failed"
+    # C's stdio on the connection: fdopen(3), fwrite, fread, and fclose that ends it.
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
+        2> "$work/stdio-server.log" &
+    pid=$!
+    wait_for "$work/port"
+    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" stdioclient \
+        "$(cat "$work/port")" 500000 2> "$work/stdio-client.log") || fail "stdioclient failed"
+    [ "$answer" = ok ] || fail "stdioclient: $answer"
+    [ "$(count 'client SMC-D' "$work/stdio-client.log")" = 1 ] || fail "stdioclient: not SMC-D"
+    wait "$pid" || fail "stdio: server failed"
     # Signal handlers interrupt a blocking receive on an SMC-D connection as on TCP: Python's
     # (no SA_RESTART) make it fail with EINTR, so a raising handler ends it and a returning one
     # lets Python receive again.

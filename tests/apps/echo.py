@@ -14,7 +14,8 @@
 # behind in a grandchild (inherited, or sent to it during the handshake) and checks that the
 # copy there sees that connection's end while N more follow; "mmsgclient PORT BYTES" sends
 # with sendmmsg(2) and reads the answer with recvmmsg(2); "spliceclient PORT BYTES" sends from a
-# pipe and receives into one with splice(2); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
+# pipe and receives into one with splice(2); "stdioclient PORT BYTES" does so with C's stdio on
+# the connection (fdopen, fwrite, fread, fclose); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO, posix_spawn, SCM_RIGHTS; a subprocess), nothing smc-core.
 import errno
@@ -445,6 +446,47 @@ elif sys.argv[1] == "spliceclient":
         print(f"MISMATCH: spliced {sent} of {n} bytes")
     else:
         print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
+elif sys.argv[1] == "stdioclient":
+    # C's stdio on the connection (through ctypes): fdopen(3), fwrite, fflush, fileno, fread to
+    # the end of the answer, fclose (which ends the connection: the number is closed).
+    import ctypes
+    import os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fdopen.restype = ctypes.c_void_p
+    libc.fdopen.argtypes = [ctypes.c_int, ctypes.c_char_p]
+    for name in ("fflush", "fclose", "fileno"):
+        getattr(libc, name).argtypes = [ctypes.c_void_p]
+    libc.fwrite.argtypes = libc.fread.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                                  ctypes.c_size_t, ctypes.c_void_p]
+    libc.fwrite.restype = libc.fread.restype = ctypes.c_size_t
+    n = int(sys.argv[3])
+    data = payload(n)
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    fd = c.detach()
+    f = libc.fdopen(fd, b"r+")
+    if not f or libc.fileno(f) != fd:
+        print(f"MISMATCH: fdopen gave {f}, fileno {libc.fileno(f) if f else None} for {fd}")
+        sys.exit(0)
+    wrote = libc.fwrite(data, 1, n, f)
+    if wrote != n or libc.fflush(f) != 0:
+        print(f"MISMATCH: fwrite took {wrote} of {n}, errno {ctypes.get_errno()}")
+        sys.exit(0)
+    libc.shutdown(fd, socket.SHUT_WR)
+    buf = ctypes.create_string_buffer(4096)
+    answer = b""
+    while k := libc.fread(buf, 1, 4096, f):
+        answer += buf.raw[:k]
+    if libc.fclose(f) != 0:
+        print(f"MISMATCH: fclose failed, errno {ctypes.get_errno()}")
+        sys.exit(0)
+    try:
+        os.fstat(fd)
+        print("MISMATCH: fclose left the number open")
+        sys.exit(0)
+    except OSError:
+        pass
+    expected = f"{n} {hashlib.sha256(data).hexdigest()}"
+    print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
 elif sys.argv[1] == "sigclient":
     # A blocking recv that a signal handler interrupts: Python's handlers have no SA_RESTART,
     # so the kernel's recv fails with EINTR, after which Python runs the handler and, unless it
