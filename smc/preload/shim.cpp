@@ -125,6 +125,11 @@ Settings settingsFromEnvironment() noexcept
 Shim& Shim::instance() noexcept
 {
     static Shim* shim = new Shim(); // never destroyed: the application may call us from atexit
+    // Then, once, the connections this program was started with. The calls that adoption
+    // makes itself find the table as it is.
+    static std::atomic<bool> adopting{false};
+    if (!adopting.load(std::memory_order_acquire) && !adopting.exchange(true))
+        shim->adoptInherited();
     return *shim;
 }
 
@@ -164,6 +169,9 @@ StackCore* Shim::stack()
             makeStack(settings_.stack, StackHooks{executor_.get(), nullptr});
         if (made) {
             stack_ = std::move(*made);
+            static const bool registered = std::atexit(closeAllAtExit) == 0; // once: fork keeps it
+            if (!registered)
+                log("connections left open at exit will look reset to their peers");
             Result<std::unique_ptr<Publisher>> p = Publisher::start(*stack_, *executor_);
             if (p)
                 publisher_ = std::move(*p);
@@ -203,6 +211,10 @@ Route Shim::route(int fd, Wait wait, Use use)
                 return {conns_[fd], nullptr, 0};
             if (use == Use::None && (s.accepted.contains(fd) || s.answered.contains(fd)))
                 return {}; // the TCP socket, as it is until then
+            // A vfork child (inetd's, Python's subprocess: dup2 onto its standard input, then
+            // exec) leaves the handshake to the program it becomes, which adopts the number.
+            if (s.accepted.contains(fd) && !owner())
+                return {};
             if (s.accepted.contains(fd)) {
                 s.accepted.erase(fd);
                 remark(fd, s);
@@ -638,6 +650,26 @@ void Shim::log(const char* format, ...) const
     n = std::min<int>(n, sizeof line - 2);
     line[n++] = '\n';
     (void)!real().write(2, line, static_cast<std::size_t>(n)); // one write: lines do not mix
+}
+
+void Shim::closeAllAtExit() noexcept
+{
+    Shim& s = instance();
+    if (!s.owner())
+        return;
+    std::vector<std::shared_ptr<Conn>> open;
+    for (int fd = 0; fd < kMaxFd; ++fd) {
+        if (!s.marked(fd))
+            continue;
+        Stripe& stripe = s.stripe(fd);
+        MutexLocker lock(stripe.mutex);
+        const std::shared_ptr<Conn>& conn = s.conns_[fd];
+        if (conn && conn->generation == s.generation() &&
+            std::find(open.begin(), open.end(), conn) == open.end())
+            open.push_back(conn);
+    }
+    for (const std::shared_ptr<Conn>& conn : open)
+        conn->impl->close();
 }
 
 void Shim::beforeFork() noexcept SMC_TSA(no_thread_safety_analysis)

@@ -163,6 +163,10 @@ public:
 
     // `fd` was accepted for SMC: its handshake waits for its first use (route()).
     void addAccepted(int fd);
+    // The connections this program was started with that another process accepted for SMC and
+    // never used (inetd, tcpserver: accept, fork, exec with the socket as standard input and
+    // output) are taken on as accepted here (inherited.cpp). Once, by instance().
+    void adoptInherited();
     // `fd`'s handshake answered on the TCP socket and waits for the client (setup.h), until a
     // call took it on and the number's next state is in the table (dropAnswered, if `answered`
     // is still the number's). Closing the number ends it: the TCP socket shuts down (a copy in
@@ -226,6 +230,10 @@ private:
     static void beforeFork() noexcept;
     static void afterForkParent() noexcept;
     static void afterForkChild() noexcept;
+    // exit(3): the connections this process still has end as the kernel's close would end
+    // them at its exit (orderly, unless something is left unread), or the peer would see a
+    // reset, and lose what it had not read yet, where TCP shows the end of the stream.
+    static void closeAllAtExit() noexcept;
     Stripe& stripe(int fd) const noexcept { return stripes_[static_cast<unsigned>(fd) % kStripes]; }
     // Whether the table may hold something for `fd` (no lock: a hint the caller confirms).
     bool marked(int fd) const noexcept

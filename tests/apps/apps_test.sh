@@ -191,6 +191,22 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     [ "$answer" = ok ] || fail "spliceclient: $answer"
     [ "$(count 'client SMC-D' "$work/splice-client.log")" = 1 ] || fail "spliceclient: not SMC-D"
     wait "$pid" || fail "splice: server failed"
+    # inetd's way: the server accepts, and a new program (fork and exec) serves each connection
+    # on its standard input and output, then exits without closing them.
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" inetd "$work/port" 2 \
+        2> "$work/inetd-server.log" &
+    pid=$!
+    wait_for "$work/port"
+    for i in 1 2; do
+        answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" client "$(cat "$work/port")" \
+            300000 2>> "$work/inetd-client.log") || fail "inetd: client $i failed"
+        [ "$answer" = ok ] || fail "inetd: client $i: $answer"
+    done
+    wait "$pid" || fail "inetd: server failed"
+    [ "$(count 'client SMC-D' "$work/inetd-client.log")" = 2 ] || fail "inetd: clients not SMC-D"
+    [ "$(count 'fd 0: server SMC-D' "$work/inetd-server.log")" = 2 ] ||
+        fail "inetd: the programs it started did not serve over SMC-D"
     # C's stdio on the connection: fdopen(3), fwrite, fread, and fclose that ends it.
     rm -f "$work/port"
     timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
