@@ -22,8 +22,11 @@ namespace smc::preload
 namespace
 {
 
+using Stat = struct stat;
+
 // A connected TCP stream socket whose client, on this host, runs smc-core and is in its
-// handshake: what accept4 takes for SMC (setup_hooks.cpp).
+// handshake, the server's end (its address a listener that runs smc-core announced): what
+// accept4 takes for SMC (setup_hooks.cpp).
 bool acceptedForSmc(int fd) noexcept
 {
     int type = 0;
@@ -39,8 +42,14 @@ bool acceptedForSmc(int fd) noexcept
     if (real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0 ||
         (peer.ss_family != AF_INET && peer.ss_family != AF_INET6))
         return false;
+    sockaddr_storage mine{};
+    socklen_t mineLen = sizeof mine;
+    if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mineLen) != 0)
+        return false;
     const auto* p = reinterpret_cast<const sockaddr*>(&peer);
-    return clientAnnounced(portOf(p)) && (isLoopback(p, peerLen) || localPeer(fd));
+    return clientAnnounced(portOf(p)) &&
+           listenerAnnounced(reinterpret_cast<const sockaddr*>(&mine), mineLen) &&
+           (isLoopback(p, peerLen) || localPeer(fd));
 }
 
 } // namespace
@@ -56,8 +65,7 @@ void Shim::adoptInherited()
     while (const dirent* entry = ::readdir(dir)) {
         char* end = nullptr;
         const long fd = std::strtol(entry->d_name, &end, 10);
-        struct stat st {
-        };
+        Stat st{};
         if (*end != '\0' || end == entry->d_name || fd == ::dirfd(dir) || fd >= kMaxFd ||
             !acceptedForSmc(static_cast<int>(fd)) || ::fstat(static_cast<int>(fd), &st) != 0)
             continue;
