@@ -384,6 +384,35 @@ void CdcConnection::close() noexcept
     release();
 }
 
+// Only the CDC of close(), under the two locks that build and send it, each tried: a sender
+// or receiver of another thread may go on (the process ends under them), one of this thread
+// that a signal handler interrupted must not be waited for.
+bool CdcConnection::endAtExit() noexcept
+{
+    if (!txMutex_.tryLock())
+        return false;
+    if (!mutex_.tryLock()) {
+        txMutex_.unlock();
+        return false;
+    }
+    if (!cdc_.closed && !cdc_.closing) {
+        absorb();
+        bool sent = false;
+        if (!cdc_.aborted)
+            sent = act(cdc_.close.close(cdc_.stream.readable() > 0));
+        if (!sent && owesCdc())
+            announce();
+        // No byte goes after the CDC that ends the stream: a send of another thread that is
+        // still copying finds the connection closed; the buffers stay until the process goes.
+        cdc_.closing = cdc_.closed = true;
+        wake();
+    }
+    mutex_.unlock();
+    deliver();
+    txMutex_.unlock();
+    return true;
+}
+
 // --- Readiness ---------------------------------------------------------------------------
 
 template <typename Verdict> bool CdcConnection::probe(Verdict verdict) const

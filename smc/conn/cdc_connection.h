@@ -42,6 +42,7 @@ public:
     Result<void> flush() final;
     Result<void> shutdownWrite() final;
     void close() noexcept final;
+    bool endAtExit() noexcept final;
     bool readable() const final;
     std::size_t unread() const final;
     bool abandoned() const final;

@@ -67,6 +67,11 @@ public:
     // An orderly close (an abort when unread bytes are left); our buffers go back to the
     // pool. SMC-D never blocks; SMC-R waits for the peer's DELETE_RKEY answer (LLC timeouts).
     virtual void close() noexcept = 0;
+    // The process exits (exit(3)) with the connection open: the peer hears that it ended, as
+    // the kernel's close at a process's exit tells it (orderly, or an abort with unread bytes
+    // here), and nothing is freed. Never waits for a lock (exit may run in a signal handler
+    // on a thread inside a call of ours): false, and nothing said, when one is held.
+    virtual bool endAtExit() noexcept { return false; }
     // The TCP connection ended: if the peer did not close first, it died (abort; SMC-R first
     // gives a close still on its way over the link a grace period).
     virtual void peerGone() noexcept = 0;

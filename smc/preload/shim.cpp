@@ -657,19 +657,23 @@ void Shim::closeAllAtExit() noexcept
     Shim& s = instance();
     if (!s.owner())
         return;
+    // No lock is waited for: exit may run in a signal handler on a thread inside a call of
+    // ours. What cannot be had now ends as before, a reset to the peer.
     std::vector<std::shared_ptr<Conn>> open;
     for (int fd = 0; fd < kMaxFd; ++fd) {
         if (!s.marked(fd))
             continue;
         Stripe& stripe = s.stripe(fd);
-        MutexLocker lock(stripe.mutex);
+        if (!stripe.mutex.tryLock())
+            continue;
         const std::shared_ptr<Conn>& conn = s.conns_[fd];
         if (conn && conn->generation == s.generation() &&
             std::find(open.begin(), open.end(), conn) == open.end())
             open.push_back(conn);
+        stripe.mutex.unlock();
     }
     for (const std::shared_ptr<Conn>& conn : open)
-        conn->impl->close();
+        (void)conn->impl->endAtExit();
 }
 
 void Shim::beforeFork() noexcept SMC_TSA(no_thread_safety_analysis)

@@ -231,8 +231,8 @@ private:
     static void afterForkParent() noexcept;
     static void afterForkChild() noexcept;
     // exit(3): the connections this process still has end as the kernel's close would end
-    // them at its exit (orderly, unless something is left unread), or the peer would see a
-    // reset, and lose what it had not read yet, where TCP shows the end of the stream.
+    // them at its exit (orderly, unless something is left unread), where the peer would see a
+    // reset after the bytes, not the end of the stream TCP shows it.
     static void closeAllAtExit() noexcept;
     Stripe& stripe(int fd) const noexcept { return stripes_[static_cast<unsigned>(fd) % kStripes]; }
     // Whether the table may hold something for `fd` (no lock: a hint the caller confirms).

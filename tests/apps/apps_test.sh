@@ -207,6 +207,20 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     [ "$(count 'client SMC-D' "$work/inetd-client.log")" = 2 ] || fail "inetd: clients not SMC-D"
     [ "$(count 'fd 0: server SMC-D' "$work/inetd-server.log")" = 2 ] ||
         fail "inetd: the programs it started did not serve over SMC-D"
+    # exit(3) from a signal handler while the program waits in a blocking recv (simple C
+    # programs end so on SIGINT or an alarm): it exits, and the server sees the stream's end.
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" 1 count \
+        > "$work/exit-server.out" 2> "$work/exit-server.log" &
+    pid=$!
+    wait_for "$work/port"
+    status=0
+    timeout 30 sh "$smc_run" -d "$SMC_APPS_EXIT_IN_HANDLER" "$(cat "$work/port")" \
+        2> "$work/exit-client.log" || status=$?
+    [ "$status" = 3 ] || fail "exit in a signal handler: status $status (124: it hung)"
+    [ "$(count 'client SMC-D' "$work/exit-client.log")" = 1 ] || fail "exit in a handler: not SMC-D"
+    wait "$pid" || fail "exit in a handler: the server saw no end of the stream"
+    grep -q '^0 ' "$work/exit-server.out" || fail "exit in a handler: server read $(cat "$work/exit-server.out")"
     # C's stdio on the connection: fdopen(3), fwrite, fread, and fclose that ends it.
     rm -f "$work/port"
     timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \

@@ -46,6 +46,8 @@ public:
     Result<std::size_t> unread() const;
     Result<void> shutdown(Shutdown how);
     void close() noexcept;
+    // exit(3) with the connection open: net::DataPath::endAtExit (never waits for a lock).
+    bool endAtExit() noexcept { return !closed_.load() && path_ && path_->endAtExit(); }
     // `standIn`: a ready descriptor the caller made already (smc-run's, which the program's
     // number refers to while the handshake runs), used instead of a new one when there is
     // none yet.
