@@ -57,7 +57,7 @@ Result<BufferDesc*> BufferPoolCore::create(ThreadState& t, BufferKind kind, unsi
         pooledTotal_.fetch_add(bytes, std::memory_order_relaxed);
     }
     std::shared_ptr<std::byte> memory = allocator_.allocate(bytes);
-    BufferDesc* d = memory ? table_.claim() : nullptr;
+    BufferDesc* d = memory ? table_.claim(t.descRun) : nullptr;
     if (d == nullptr) {
         pooledTotal_.fetch_sub(bytes, std::memory_order_relaxed);
         return memory ? PoolErrc::TableFull : PoolErrc::OutOfMemory;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "pool/buffer_desc.h"
+#include "pool/internal/desc_table.h"
 #include "pool/size_class.h"
 #include "pool/stats.h"
 
@@ -43,6 +44,9 @@ struct alignas(64) ThreadState {
     std::atomic<std::uint64_t> readEpoch{0};
 
     std::array<KindCounters, kBufferKinds> counters{};
+
+    // The slots this thread creates descriptors in (DescTable::claim).
+    DescTable::Run descRun;
 
     ThreadState* next = nullptr; // the pool's registry of all thread states
 };
