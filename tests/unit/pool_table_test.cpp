@@ -31,8 +31,8 @@ void addPages(std::set<std::uintptr_t>& pages, const BufferDesc* d)
 // Two threads create buffers of every kind and four classes in turns, one each, so their
 // descriptors are made interleaved. A thread writes its descriptors' state on every acquire
 // and release, and the other core's prefetcher reads lines next to the ones it uses: no page
-// may hold both threads' descriptors (shared pages cost a thread 60% of its speed in
-// bench/lock_contention).
+// may hold both threads' descriptors (with shared pages a thread of bench/lock_contention ran at
+// 40-70% of its speed).
 TEST(PoolTable, EachThreadsDescriptorsAreOnPagesOfTheirOwn)
 {
     test::FakeRegistrar registrar;
