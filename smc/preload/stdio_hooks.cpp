@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <new>
 #include <unordered_map>
 
 #include "base/mutex.h"
@@ -31,11 +32,16 @@ public:
         return *streams;
     }
 
-    void add(FILE* f, int fd)
+    // Out of memory, the stream is not remembered: its fileno() then fails (EBADF), as
+    // glibc's does for any cookie stream; nothing throws into the program.
+    void add(FILE* f, int fd) noexcept
     {
         smc::MutexLocker lock(mutex_);
-        numbers_[f] = fd;
-        any_.store(true, std::memory_order_relaxed);
+        try {
+            numbers_[f] = fd;
+            any_.store(true, std::memory_order_relaxed);
+        } catch (const std::bad_alloc&) {
+        }
     }
     // fclose(3): the stream's entry goes before its FILE may be handed out again.
     void drop(int fd)
