@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <string_view>
 
@@ -128,8 +129,13 @@ Shim& Shim::instance() noexcept
     // Then, once, the connections this program was started with. The calls that adoption
     // makes itself find the table as it is.
     static std::atomic<bool> adopting{false};
-    if (!adopting.load(std::memory_order_acquire) && !adopting.exchange(true))
-        shim->adoptInherited();
+    if (!adopting.load(std::memory_order_acquire) && !adopting.exchange(true)) {
+        try {
+            shim->adoptInherited();
+        } catch (const std::bad_alloc&) {
+            // Out of memory this early: what was not adopted stays TCP.
+        }
+    }
     return *shim;
 }
 
@@ -667,9 +673,13 @@ void Shim::closeAllAtExit() noexcept
         if (!stripe.mutex.tryLock())
             continue;
         const std::shared_ptr<Conn>& conn = s.conns_[fd];
-        if (conn && conn->generation == s.generation() &&
-            std::find(open.begin(), open.end(), conn) == open.end())
-            open.push_back(conn);
+        try {
+            if (conn && conn->generation == s.generation() &&
+                std::find(open.begin(), open.end(), conn) == open.end())
+                open.push_back(conn);
+        } catch (const std::bad_alloc&) {
+            // Those not listed look reset to their peers, as at a process's death.
+        }
         stripe.mutex.unlock();
     }
     for (const std::shared_ptr<Conn>& conn : open)
