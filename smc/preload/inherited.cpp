@@ -25,8 +25,8 @@ namespace
 using Stat = struct stat;
 
 // A connected TCP stream socket whose client, on this host, runs smc-core and is in its
-// handshake, the server's end (its address a listener that runs smc-core announced): what
-// accept4 takes for SMC (setup_hooks.cpp).
+// handshake (fromAnnouncedClient, as accept4 asks), at the server's end (its address a
+// listener that runs smc-core announced).
 bool acceptedForSmc(int fd) noexcept
 {
     int type = 0;
@@ -46,10 +46,8 @@ bool acceptedForSmc(int fd) noexcept
     socklen_t mineLen = sizeof mine;
     if (real().getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mineLen) != 0)
         return false;
-    const auto* p = reinterpret_cast<const sockaddr*>(&peer);
-    return clientAnnounced(portOf(p)) &&
-           listenerAnnounced(reinterpret_cast<const sockaddr*>(&mine), mineLen) &&
-           (isLoopback(p, peerLen) || localPeer(fd));
+    return fromAnnouncedClient(fd, reinterpret_cast<const sockaddr*>(&peer), peerLen) &&
+           listenerAnnounced(reinterpret_cast<const sockaddr*>(&mine), mineLen);
 }
 
 } // namespace

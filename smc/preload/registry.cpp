@@ -136,6 +136,11 @@ Result<UniqueFd> announceClient(std::uint16_t port)
     return announce("smc-core/c/" + std::to_string(port));
 }
 
+bool fromAnnouncedClient(int fd, const sockaddr* peer, socklen_t len) noexcept
+{
+    return clientAnnounced(portOf(peer)) && (isLoopback(peer, len) || localPeer(fd));
+}
+
 bool clientAnnounced(std::uint16_t port) noexcept
 {
     return announced("smc-core/c/" + std::to_string(port));

@@ -38,5 +38,12 @@ bool listenerAnnounced(const sockaddr* to, socklen_t len) noexcept;
 // The announcement of a client whose TCP socket has local port `port`. Errors: as above.
 Result<UniqueFd> announceClient(std::uint16_t port);
 bool clientAnnounced(std::uint16_t port) noexcept;
+// Whether connected TCP socket `fd`, whose peer is `peer`, is a connection a client of this
+// host that runs smc-core is making (announced, in its handshake): what accept4 takes for SMC.
+// The client's announcement decides (it proposes only to a listener it found named), not
+// whether this process announced a listener: another process may hold the listener's name. A
+// loopback peer is local as the address says; another address asks the socket (ours, or
+// remote).
+bool fromAnnouncedClient(int fd, const sockaddr* peer, socklen_t len) noexcept;
 
 } // namespace smc::preload

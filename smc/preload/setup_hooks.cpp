@@ -212,12 +212,8 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
         std::memcpy(from, &peer, std::min<socklen_t>(*fromLen, peerLen));
         *fromLen = peerLen;
     }
-    const auto* p = reinterpret_cast<const sockaddr*>(&peer);
-    // The client's announcement decides (it proposes only to a listener it found named), not
-    // whether this number announced: another process may hold the listener's name. A loopback
-    // peer is local as accept4 said it; another address asks the socket (ours, or remote).
-    if (fd >= Shim::kMaxFd || !smc::preload::clientAnnounced(smc::preload::portOf(p)) ||
-        !(smc::preload::isLoopback(p, peerLen) || smc::preload::localPeer(fd)))
+    if (fd >= Shim::kMaxFd ||
+        !smc::preload::fromAnnouncedClient(fd, reinterpret_cast<const sockaddr*>(&peer), peerLen))
         return fd; // TCP, untouched
     // Its handshake waits for the first call that uses the connection, in the process that
     // makes it: a forking server's child, whose parent only accepts and closes (setup.h).

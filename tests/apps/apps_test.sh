@@ -30,6 +30,22 @@ need() { command -v "$1" >/dev/null || fail "$1 is not installed (.ci/install-de
 # Waits for a file to have content (a server's port).
 wait_for() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "no $1"; }
 count() { grep -c "$1" "$2" || true; }
+# echo.py's server for one connection, and its client mode $1 (more arguments after the port:
+# the rest), both under smc-run: the client must answer "ok" over SMC-D, the server end well.
+echo_one() {
+    local mode=$1 pid
+    shift
+    rm -f "$work/port"
+    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
+        2> "$work/$mode-server.log" &
+    pid=$!
+    wait_for "$work/port"
+    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" "$mode" "$(cat "$work/port")" \
+        "$@" 2> "$work/$mode-client.log") || fail "$mode failed"
+    [ "$answer" = ok ] || fail "$mode: $answer"
+    [ "$(count 'client SMC-D' "$work/$mode-client.log")" = 1 ] || fail "$mode: not SMC-D"
+    wait "$pid" || fail "$mode: its server failed"
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # What the processes named $1 published (smc-ss): "SERVER CLIENT FALLBACKS" summed, the
 # connections of this run's kind (SMC-D or SMC-R); $2: only the children of that pid.
@@ -170,27 +186,9 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
         wait "$pid" || fail "spawn $how: server failed"
     done
     # sendmmsg(2): three messages in one call, each whole, in order; the answer by recvmmsg(2).
-    rm -f "$work/port"
-    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
-        2> "$work/mmsg-server.log" &
-    pid=$!
-    wait_for "$work/port"
-    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" mmsgclient "$(cat "$work/port")" \
-        300000 2> "$work/mmsg-client.log") || fail "mmsgclient failed"
-    [ "$answer" = ok ] || fail "mmsgclient: $answer"
-    [ "$(count 'client SMC-D' "$work/mmsg-client.log")" = 1 ] || fail "mmsgclient: not SMC-D"
-    wait "$pid" || fail "mmsg: server failed"
+    echo_one mmsgclient 300000
     # splice(2) from a pipe into the connection and from it into a pipe: every byte, in order.
-    rm -f "$work/port"
-    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
-        2> "$work/splice-server.log" &
-    pid=$!
-    wait_for "$work/port"
-    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" spliceclient \
-        "$(cat "$work/port")" 1000000 2> "$work/splice-client.log") || fail "spliceclient failed"
-    [ "$answer" = ok ] || fail "spliceclient: $answer"
-    [ "$(count 'client SMC-D' "$work/splice-client.log")" = 1 ] || fail "spliceclient: not SMC-D"
-    wait "$pid" || fail "splice: server failed"
+    echo_one spliceclient 1000000
     # inetd's way: the server accepts, and a new program (fork and exec) serves each connection
     # on its standard input and output, then exits without closing them.
     rm -f "$work/port"
@@ -222,29 +220,11 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     wait "$pid" || fail "exit in a handler: the server saw no end of the stream"
     grep -q '^0 ' "$work/exit-server.out" || fail "exit in a handler: server read $(cat "$work/exit-server.out")"
     # C's stdio on the connection: fdopen(3), fwrite, fread, and fclose that ends it.
-    rm -f "$work/port"
-    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
-        2> "$work/stdio-server.log" &
-    pid=$!
-    wait_for "$work/port"
-    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" stdioclient \
-        "$(cat "$work/port")" 500000 2> "$work/stdio-client.log") || fail "stdioclient failed"
-    [ "$answer" = ok ] || fail "stdioclient: $answer"
-    [ "$(count 'client SMC-D' "$work/stdio-client.log")" = 1 ] || fail "stdioclient: not SMC-D"
-    wait "$pid" || fail "stdio: server failed"
+    echo_one stdioclient 500000
     # Signal handlers interrupt a blocking receive on an SMC-D connection as on TCP: Python's
     # (no SA_RESTART) make it fail with EINTR, so a raising handler ends it and a returning one
     # lets Python receive again.
-    rm -f "$work/port"
-    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" server "$work/port" \
-        2> "$work/sig-server.log" &
-    pid=$!
-    wait_for "$work/port"
-    answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" sigclient "$(cat "$work/port")" \
-        2> "$work/sig-client.log") || fail "sigclient failed (a receive that signals did not end?)"
-    [ "$answer" = ok ] || fail "sigclient: $answer"
-    [ "$(count 'client SMC-D' "$work/sig-client.log")" = 1 ] || fail "sigclient: not SMC-D"
-    wait "$pid" || fail "sig: server failed"
+    echo_one sigclient
     # close_range(2) ends a connection as close(2) does: the server reads both streams to
     # their end (it would wait forever for one the shim did not close).
     rm -f "$work/port"
