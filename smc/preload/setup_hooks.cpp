@@ -132,7 +132,8 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         return fail(route.error == EAGAIN ? EALREADY : route.error);
     if (route.conn)
         return fail(EISCONN);
-    if (!to || !tcpStream(fd) || !smc::preload::listenerAnnounced(to, len))
+    if (!to || !(shim.unconnectedTcp(fd) || tcpStream(fd)) ||
+        !smc::preload::listenerAnnounced(to, len))
         return plainConnect(fd, to, len);
     smc::StackCore* stack = shim.stack();
     const std::uint16_t port = stack ? localPort(fd, to->sa_family) : 0;

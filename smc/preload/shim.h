@@ -137,6 +137,9 @@ public:
     // Whether `fd` is, or may become, a number whose calls the shim answers (a connection, a
     // handshake, a socket that has not connected or been accepted for SMC yet). A hint.
     bool mayRedirect(int fd) const noexcept { return marked(fd) || tracked(fd); }
+    // Whether `fd` is a TCP socket our socket() made that has not connected yet (its type was
+    // asked then): a connect need not ask again.
+    bool unconnectedTcp(int fd) const noexcept { return tracked(fd) && !marked(fd); }
     // While one lives, this thread's calls reach the kernel as they are (route() finds
     // nothing): for the library's own calls on a number the table holds.
     class Bypass
