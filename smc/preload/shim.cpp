@@ -176,6 +176,7 @@ StackCore* Shim::stack()
         if (made) {
             stack_ = std::move(*made);
             static const bool registered = std::atexit(closeAllAtExit) == 0; // once: fork keeps it
+            stackMade_.store(true, std::memory_order_release);
             if (!registered)
                 log("connections left open at exit will look reset to their peers");
             Result<std::unique_ptr<Publisher>> p = Publisher::start(*stack_, *executor_);
@@ -660,30 +661,25 @@ void Shim::log(const char* format, ...) const
 
 void Shim::closeAllAtExit() noexcept
 {
+    if (!stackMade_.load(std::memory_order_acquire))
+        return; // nothing to end, and no shim to make now
     Shim& s = instance();
     if (!s.owner())
         return;
     // No lock is waited for: exit may run in a signal handler on a thread inside a call of
-    // ours. What cannot be had now ends as before, a reset to the peer.
-    std::vector<std::shared_ptr<Conn>> open;
+    // ours. What cannot be had now ends as before, a reset to the peer. A connection with
+    // several numbers is ended at the first; the others find it ended.
     for (int fd = 0; fd < kMaxFd; ++fd) {
         if (!s.marked(fd))
             continue;
         Stripe& stripe = s.stripe(fd);
         if (!stripe.mutex.tryLock())
             continue;
-        const std::shared_ptr<Conn>& conn = s.conns_[fd];
-        try {
-            if (conn && conn->generation == s.generation() &&
-                std::find(open.begin(), open.end(), conn) == open.end())
-                open.push_back(conn);
-        } catch (const std::bad_alloc&) {
-            // Those not listed look reset to their peers, as at a process's death.
-        }
+        if (const std::shared_ptr<Conn>& conn = s.conns_[fd];
+            conn && conn->generation == s.generation())
+            (void)conn->impl->endAtExit(); // tries its locks, never waits
         stripe.mutex.unlock();
     }
-    for (const std::shared_ptr<Conn>& conn : open)
-        (void)conn->impl->endAtExit();
 }
 
 void Shim::beforeFork() noexcept SMC_TSA(no_thread_safety_analysis)

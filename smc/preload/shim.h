@@ -110,6 +110,12 @@ public:
     static constexpr int kMaxFd = 1 << 16;
 
     static Shim& instance() noexcept;
+    // exit(3) and _exit(2): the connections this process still has end as the kernel's close
+    // would end them at its exit (orderly, unless something is left unread), where the peer
+    // would see a reset after the bytes, not the end of the stream TCP shows it. Waits for no
+    // lock and allocates nothing (_exit comes from signal handlers and forked children too);
+    // does nothing in a process that never made a stack, or in a vfork child.
+    static void closeAllAtExit() noexcept;
 
     const Settings& settings() const noexcept { return settings_; }
     // The process's stack, made on first use (and again in a child after fork). Null when it
@@ -233,10 +239,6 @@ private:
     static void beforeFork() noexcept;
     static void afterForkParent() noexcept;
     static void afterForkChild() noexcept;
-    // exit(3): the connections this process still has end as the kernel's close would end
-    // them at its exit (orderly, unless something is left unread), where the peer would see a
-    // reset after the bytes, not the end of the stream TCP shows it.
-    static void closeAllAtExit() noexcept;
     Stripe& stripe(int fd) const noexcept { return stripes_[static_cast<unsigned>(fd) % kStripes]; }
     // Whether the table may hold something for `fd` (no lock: a hint the caller confirms).
     bool marked(int fd) const noexcept
@@ -253,6 +255,7 @@ private:
     void settled(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
 
     static thread_local bool tlsBypass;
+    static inline std::atomic<bool> stackMade_{false}; // closeAllAtExit has something to end
     static constexpr unsigned kStripes = 64;
     Settings settings_;
     std::atomic<std::uint64_t> generation_{1};

@@ -190,21 +190,26 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     # splice(2) from a pipe into the connection and from it into a pipe: every byte, in order.
     echo_one spliceclient 1000000
     # inetd's way: the server accepts, and a new program (fork and exec) serves each connection
-    # on its standard input and output, then exits without closing them.
-    rm -f "$work/port"
-    timeout 60 sh "$smc_run" -d python3 "$here/echo.py" inetd "$work/port" 2 \
-        2> "$work/inetd-server.log" &
-    pid=$!
-    wait_for "$work/port"
-    for i in 1 2; do
-        answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" client "$(cat "$work/port")" \
-            300000 2>> "$work/inetd-client.log") || fail "inetd: client $i failed"
-        [ "$answer" = ok ] || fail "inetd: client $i: $answer"
+    # on its standard input and output, then exits without closing them: by exit(3), and by
+    # _exit(2) (no atexit handler runs). Either way the client reads the answer, then the end.
+    for how in exit _exit; do
+        rm -f "$work/port"
+        timeout 60 sh "$smc_run" -d python3 "$here/echo.py" inetd "$work/port" 2 \
+            $([ $how = _exit ] && echo _exit) 2> "$work/inetd-server-$how.log" &
+        pid=$!
+        wait_for "$work/port"
+        for i in 1 2; do
+            answer=$(timeout 60 sh "$smc_run" -d python3 "$here/echo.py" client \
+                "$(cat "$work/port")" 300000 2>> "$work/inetd-client-$how.log") ||
+                fail "inetd $how: client $i failed"
+            [ "$answer" = ok ] || fail "inetd $how: client $i: $answer"
+        done
+        wait "$pid" || fail "inetd $how: server failed"
+        [ "$(count 'client SMC-D' "$work/inetd-client-$how.log")" = 2 ] ||
+            fail "inetd $how: clients not SMC-D"
+        [ "$(count 'fd 0: server SMC-D' "$work/inetd-server-$how.log")" = 2 ] ||
+            fail "inetd $how: the programs it started did not serve over SMC-D"
     done
-    wait "$pid" || fail "inetd: server failed"
-    [ "$(count 'client SMC-D' "$work/inetd-client.log")" = 2 ] || fail "inetd: clients not SMC-D"
-    [ "$(count 'fd 0: server SMC-D' "$work/inetd-server.log")" = 2 ] ||
-        fail "inetd: the programs it started did not serve over SMC-D"
     # exit(3) from a signal handler while the program waits in a blocking recv (simple C
     # programs end so on SIGINT or an alarm): it exits, and the server sees the stream's end.
     rm -f "$work/port"

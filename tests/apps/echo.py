@@ -6,8 +6,8 @@
 # socket in an edge-triggered epoll set it joined before connecting, as event loops do; "rangeclient PORT BYTES" sends
 # without a shutdown and ends the connection with close_range(2) instead of close(2), twice
 # (the second socket gets the number again); "loop N" is one event loop that is both ends of N
-# connections at once; "inetd PORTFILE N" serves N connections, each by a new program on its
-# standard input and output ("stdio"), as inetd does; "greeter PORTFILE" and "greeted PORT" are a server that speaks first
+# connections at once; "inetd PORTFILE N [_exit]" serves N connections, each by a new program on its
+# standard input and output ("stdio"), as inetd does (with _exit: the program ends by _exit(2)); "greeter PORTFILE" and "greeted PORT" are a server that speaks first
 # from a non-blocking socket whose first read found nothing (twice: once made blocking again
 # before it speaks), and one that closes it then; "epollclient PORT BYTES N" closes N
 # connections one after the other while they are still in its epoll set (or replaces their
@@ -98,8 +98,8 @@ elif sys.argv[1] == "inetd":
     s = listening(sys.argv[2], 8)
     for _ in range(int(sys.argv[3])):
         c, _ = s.accept()
-        subprocess.run([sys.executable, __file__, "stdio"], stdin=c.fileno(), stdout=c.fileno(),
-                       check=True)
+        subprocess.run([sys.executable, __file__, "stdio", *sys.argv[4:]], stdin=c.fileno(),
+                       stdout=c.fileno(), check=True)
         c.close()
 elif sys.argv[1] == "stdio":
     # What inetd starts: reads standard input to its end, answers on standard output.
@@ -109,6 +109,8 @@ elif sys.argv[1] == "stdio":
         digest.update(d)
         n += len(d)
     os.write(1, f"{n} {digest.hexdigest()}".encode())
+    if sys.argv[2:] == ["_exit"]:  # no close, no atexit handler, no flush: the process just ends
+        os._exit(0)
 elif sys.argv[1] == "loop":
     # One event loop that is both ends of N connections at once, each a byte one way: a process
     # whose client handshakes must not wait behind its own server handshakes.

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// _exit and _Exit: a process that ends that way ends its connections as exit(3) does.
+#include <sys/syscall.h>
+
+#include <cstdlib>
+#include <unistd.h>
+
+#include "smc/preload/shim.h"
+
+namespace
+{
+// What libc's _exit does: every thread of the process goes (exit_group does not return).
+[[noreturn]] void exitGroup(int status) noexcept
+{
+    for (;;)
+        ::syscall(SYS_exit_group, status);
+}
+} // namespace
+
+extern "C" {
+
+// A program that writes its answer and calls _exit without closing (a forking server's child
+// often does, to leave its parent's stdio buffers and atexit handlers alone) relies on the
+// kernel's close at its end, as one that calls exit(3) does.
+void _exit(int status)
+{
+    smc::preload::Shim::closeAllAtExit();
+    exitGroup(status);
+}
+
+void _Exit(int status) noexcept
+{
+    smc::preload::Shim::closeAllAtExit();
+    exitGroup(status);
+}
+}
