@@ -42,6 +42,7 @@ struct ConnectionInfo {
     bool server = false;
     std::size_t rmbBytes = 0;     // our receive ring
     std::size_t peerRmbBytes = 0; // the peer's, where we write
+    std::size_t sndbufBytes = 0;  // SMC-R: our send buffer (SMC-D has none)
     std::uint64_t dmbToken = 0;   // SMC-D: ours
     std::uint64_t peerDmbToken = 0;
     bool pulses = false;     // SMC-D: the peer wakes our descriptor itself (no thread of ours)

@@ -496,6 +496,7 @@ void SmcrConnection::describe(ConnectionInfo& info) const
     info.linkId = group_->linkId(conn_->link());
     info.rmbBytes = ringSize();
     info.peerRmbBytes = peerRingSize_;
+    info.sndbufBytes = stageBytes_;
     info.transport = Transport::SmcR;
     info.version = group_->llcVersion();
     info.token = conn_->token;

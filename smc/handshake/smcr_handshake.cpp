@@ -71,7 +71,7 @@ NewGroup newGroup(StackCore::Smcr& smcr, Role role, const SystemId& peer, GroupT
     }
     g.local = link->local;
     Result<LinkGroup::Handshake> h =
-        g.group->beginFirstContact(std::move(*link), options.rmbBytes, options.rmbBytes);
+        g.group->beginFirstContact(std::move(*link), options.rmbBytes, sndbufBytes(options));
     if (!h) {
         g.group->terminate("no first connection");
         g.reason = DeclineCode::Mem;
@@ -283,7 +283,7 @@ Result<Outcome> smcrClient(StackCore& stack, int fd, const clc::Accept& accept,
                            options);
         group = std::move(reuse.group);
         Result<LinkGroup::Handshake> h =
-            group->beginHandshake(options.rmbBytes, options.rmbBytes, reuse.linkId);
+            group->beginHandshake(options.rmbBytes, sndbufBytes(options), reuse.linkId);
         if (!h)
             return decline(stack, fd, DeclineCode::Mem, version, options);
         hs = std::move(*h);

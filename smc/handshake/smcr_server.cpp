@@ -80,7 +80,7 @@ Result<ServerStep> serverResume(StackCore& stack, int fd, SmcrParked request,
         // connection is in (a second handshake of this peer then sees the group's room as it
         // is), and the peer's next handshake need not wait for this one's CONFIRM.
         Result<LinkGroup::Handshake> h =
-            p.group->beginHandshake(options.rmbBytes, options.rmbBytes);
+            p.group->beginHandshake(options.rmbBytes, sndbufBytes(options));
         if (!h) {
             p.group.reset(); // no connection to close
             return lift(decline(stack, fd, DeclineCode::Mem, version, options));

@@ -183,6 +183,21 @@ int connectionOption(int fd, Route route, int level, int name, const void* value
     }
 }
 
+// SO_RCVBUF and SO_SNDBUF on a socket whose connection is not made yet size its SMC buffers,
+// as on Linux's SMC: half what the kernel made of the value (it doubles it, and caps it at
+// net.core.rmem_max or wmem_max unless forced).
+void bufferSize(int fd, int name)
+{
+    const bool receive = name == SO_RCVBUF || name == SO_RCVBUFFORCE;
+    if (!receive && name != SO_SNDBUF && name != SO_SNDBUFFORCE)
+        return;
+    int value = 0;
+    socklen_t len = sizeof value;
+    if (real().getsockopt(fd, SOL_SOCKET, receive ? SO_RCVBUF : SO_SNDBUF, &value, &len) == 0 &&
+        value > 0)
+        Shim::instance().setBufferSize(fd, receive, static_cast<std::size_t>(value) / 2);
+}
+
 // The TCP socket's descriptor of what `route` found (-1: none, the number's own is).
 int tcpOf(const Route& route) noexcept
 {
@@ -313,9 +328,14 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* len)
 
 int setsockopt(int fd, int level, int name, const void* value, socklen_t len)
 {
-    const Route route = Shim::instance().route(fd, Wait::Never, Use::None);
-    if (!route.conn && !route.setup)
-        return real().setsockopt(fd, level, name, value, len);
+    Shim& shim = Shim::instance();
+    const Route route = shim.route(fd, Wait::Never, Use::None);
+    if (!route.conn && !route.setup) {
+        const int r = real().setsockopt(fd, level, name, value, len);
+        if (r == 0 && level == SOL_SOCKET && shim.mayRedirect(fd))
+            bufferSize(fd, name);
+        return r;
+    }
     if (const int e = connectionOption(fd, route, level, name, value, len); e != 0)
         return fail(e);
     if (route.setup)

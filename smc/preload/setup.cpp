@@ -67,9 +67,8 @@ void run(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack, UniqueFd
          const Handshake& handshake)
 {
     Shim& shim = Shim::instance();
-    const SocketOptions& options = shim.settings().options;
     const int tcp = setup->tcp.get();
-    if (!setup->server && !tcpConnected(tcp, options.connectTimeout)) {
+    if (!setup->server && !tcpConnected(tcp, setup->options.connectTimeout)) {
         // Refused, unreachable, or still trying: the socket itself says so, as it would have.
         shim.log("fd %d: TCP connect not done: TCP", fd);
         (void)shim.settle(fd, *setup, tcp, nullptr);
@@ -136,7 +135,7 @@ void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
     Result<net::ClientStep> step =
         late && !net::firstMessageQueued(tcp, raised)
             ? Result<net::ClientStep>(std::make_error_code(std::errc::timed_out))
-            : net::clientAnswer(stack, tcp, offer, Shim::instance().settings().options);
+            : net::clientAnswer(stack, tcp, offer, setup->options);
     auto* accepted = step ? std::get_if<net::ClientAccepted>(&*step) : nullptr;
     if (accepted == nullptr) {
         announcement->reset();
@@ -150,8 +149,8 @@ void takeAnswer(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
     auto own = std::make_shared<UniqueFd>(std::move(watched));
     try {
         stack.handshakes().postBlocking([fd, setup, &stack, announcement, mapping, own] {
-            Result<net::Outcome> outcome = net::clientMap(
-                stack, setup->tcp.get(), std::move(*mapping), Shim::instance().settings().options);
+            Result<net::Outcome> outcome =
+                net::clientMap(stack, setup->tcp.get(), std::move(*mapping), setup->options);
             announcement->reset();
             finish(fd, setup, stack, std::move(outcome), std::move(*own));
         });
@@ -168,7 +167,7 @@ bool answerLater(int fd, const std::shared_ptr<Setup>& setup, StackCore& stack,
                  UniqueFd& announcement)
 {
     Shim& shim = Shim::instance();
-    const SocketOptions& options = shim.settings().options;
+    const SocketOptions& options = setup->options;
     const int tcp = setup->tcp.get();
     std::shared_ptr<Arrivals> arrivals = shim.arrivals();
     // localPeer's getpeername also says the TCP connect is over (ENOTCONN while it is not).
@@ -282,7 +281,7 @@ bool beginAccepted(int fd, bool nonBlock)
     StackCore* stack = shim.stack();
     if (!stack)
         return false; // TCP: the client then waits for CLC until its timeout, and falls back
-    const SocketOptions& options = shim.settings().options;
+    const SocketOptions options = shim.optionsFor(fd);
     if (!nonBlock) {
         endAccepted(fd, *stack, net::serverHandshake(*stack, fd, options));
         return false;
@@ -293,9 +292,8 @@ bool beginAccepted(int fd, bool nonBlock)
     if (options.mode != Mode::SmcD || !net::firstMessageQueued(fd, raised, &seen)) {
         if (raised)
             net::lowerLowWater(fd); // for the program's reads, after a fallback
-        handOff(fd, *stack, [stack](int tcp) {
-            return net::serverHandshake(*stack, tcp, Shim::instance().settings().options);
-        });
+        handOff(fd, *stack,
+                [stack, options](int tcp) { return net::serverHandshake(*stack, tcp, options); });
         return false;
     }
     Result<net::ServerStep> step = net::serverBegin(*stack, fd, options, &seen);
@@ -358,9 +356,10 @@ Answered::Answered(net::SmcdPending pending_, std::uint64_t generation_)
 {
 }
 
-Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, std::uint64_t generation_)
+Setup::Setup(net::ReadyFd standIn_, UniqueFd tcp_, bool server_, std::uint64_t generation_,
+             const SocketOptions& options_)
     : standIn(std::make_shared<net::ReadyFd>(std::move(standIn_))), tcp(std::move(tcp_)),
-      server(server_), generation(generation_)
+      server(server_), generation(generation_), options(options_)
 {
 }
 
@@ -373,7 +372,7 @@ std::shared_ptr<Setup> prepareSetup(int fd, bool server)
     standIn->set(false, false);
     standIn->hold(); // until the connection it may become is in the table (Shim::settle)
     return std::make_shared<Setup>(std::move(*standIn), std::move(tcp), server,
-                                   Shim::instance().generation());
+                                   Shim::instance().generation(), Shim::instance().optionsFor(fd));
 }
 
 bool beginConnecting(int fd, std::shared_ptr<Setup> setup, StackCore& stack,
@@ -381,9 +380,10 @@ bool beginConnecting(int fd, std::shared_ptr<Setup> setup, StackCore& stack,
 {
     if (answerLater(fd, setup, stack, announcement))
         return true;
-    return beginSetup(fd, std::move(setup), stack, std::move(announcement), [&stack](int tcp) {
-        return net::clientHandshake(stack, tcp, Shim::instance().settings().options);
-    });
+    const SocketOptions options = setup->options;
+    return beginSetup(
+        fd, std::move(setup), stack, std::move(announcement),
+        [&stack, options](int tcp) { return net::clientHandshake(stack, tcp, options); });
 }
 
 bool beginSetup(int fd, std::shared_ptr<Setup> setup, StackCore& stack, UniqueFd&& announcement,

@@ -29,12 +29,14 @@ namespace smc::preload
 // (Shim::settle). A handshake that fails leaves the TCP socket shut down (the program reads the
 // end of the stream), as if the peer had closed at once; it is logged and counted.
 struct Setup {
-    Setup(net::ReadyFd standIn, UniqueFd tcp, bool server, std::uint64_t generation);
+    Setup(net::ReadyFd standIn, UniqueFd tcp, bool server, std::uint64_t generation,
+          const SocketOptions& options);
 
     const std::shared_ptr<net::ReadyFd> standIn; // shared with the connection it becomes
     const UniqueFd tcp; // ours: the handshake runs on it; options and addresses meanwhile
     const bool server;
     const std::uint64_t generation;
+    const SocketOptions options; // the connection's (Shim::optionsFor)
     // O_NONBLOCK as the program sets it meanwhile (on the stand-in), for the connection.
     std::atomic<bool> nonBlocking{true};
 

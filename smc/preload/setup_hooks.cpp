@@ -160,7 +160,7 @@ int connect(int fd, const sockaddr* to, socklen_t len)
         return 0;
     }
     smc::Result<smc::net::Outcome> outcome =
-        smc::net::clientHandshake(*stack, fd, shim.settings().options);
+        smc::net::clientHandshake(*stack, fd, shim.optionsFor(fd));
     announced->reset();
     if (!outcome) {
         stack->countHandshakeError();
@@ -219,6 +219,7 @@ int accept4(int listener, sockaddr* from, socklen_t* fromLen, int flags)
     // Its handshake waits for the first call that uses the connection, in the process that
     // makes it: a forking server's child, whose parent only accepts and closes (setup.h).
     shim.addAccepted(fd);
+    shim.inheritBufferSizes(listener, fd);
     return fd;
 }
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string_view>
 
+#include "pool/size_class.h"
 #include "smc/preload/real.h"
 #include "smc/preload/setup.h"
 #include "smc/socket/internal/make_stack.h"
@@ -110,6 +111,8 @@ Settings settingsFromEnvironment() noexcept
     s.options.onSignal = interruptsAsTheKernel;
     if (std::size_t rcv = sizeFrom("SMC_RUN_RCVBUF"))
         s.options.rmbBytes = rcv;
+    if (std::size_t snd = sizeFrom("SMC_RUN_SNDBUF"))
+        s.options.sndbufBytes = snd;
     if (const char* policy = std::getenv("SMC_RUN_POLICY")) {
         const std::string_view p(policy);
         s.stack.poolPolicy = p == "global"   ? LockPolicy::Global
@@ -317,6 +320,7 @@ void Shim::addAccepted(int fd)
     MutexLocker lock(s.mutex);
     s.accepted.insert(fd);
     s.watches.erase(fd);
+    s.sizes.erase(fd);
     marked_[fd].store(true, std::memory_order_relaxed);
     tracked_[fd].store(true, std::memory_order_relaxed); // until its handshake moves it
 }
@@ -364,6 +368,7 @@ Closing Shim::forget(int fd, bool replaced)
         Stripe& s = stripe(fd);
         MutexLocker lock(s.mutex);
         tracked_[fd].store(false, std::memory_order_relaxed);
+        s.sizes.erase(fd);
         conn = std::move(conns_[fd]);
         if (conn && conn->generation == generation()) {
             if (!conn->shared) // a shared one's list is not this number's to take
@@ -499,7 +504,61 @@ void Shim::track(int fd) noexcept
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
     s.watches.erase(fd); // a number that went by a way we did not see (close_range)
+    s.sizes.erase(fd);
     tracked_[fd].store(true, std::memory_order_relaxed);
+}
+
+void Shim::setBufferSize(int fd, bool receive, std::size_t bytes)
+{
+    if (fd < 0 || fd >= kMaxFd || bytes == 0)
+        return;
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    BufferSizes& sizes = s.sizes[fd];
+    (receive ? sizes.receive : sizes.send) = bytes;
+    sizesSet_.store(true, std::memory_order_relaxed);
+}
+
+void Shim::inheritBufferSizes(int listener, int fd)
+{
+    if (!sizesSet_.load(std::memory_order_relaxed) || listener < 0 || listener >= kMaxFd)
+        return;
+    BufferSizes sizes;
+    {
+        Stripe& s = stripe(listener);
+        MutexLocker lock(s.mutex);
+        const auto it = s.sizes.find(listener);
+        if (it == s.sizes.end())
+            return;
+        sizes = it->second;
+    }
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    s.sizes[fd] = sizes;
+}
+
+SocketOptions Shim::optionsFor(int fd) const
+{
+    SocketOptions options = settings_.options;
+    if (!sizesSet_.load(std::memory_order_relaxed) || fd < 0 || fd >= kMaxFd)
+        return options;
+    BufferSizes sizes;
+    {
+        Stripe& s = stripe(fd);
+        MutexLocker lock(s.mutex);
+        const auto it = s.sizes.find(fd);
+        if (it == s.sizes.end())
+            return options;
+        sizes = it->second;
+    }
+    // Past the largest buffer a connection may have, the largest: as Linux's SMC caps them.
+    const std::size_t most =
+        classBytes(maxSizeClass(options.mode == Mode::SmcR ? Tech::SmcR : Tech::SmcD));
+    if (sizes.receive != 0)
+        options.rmbBytes = std::min(sizes.receive, most);
+    if (sizes.send != 0)
+        options.sndbufBytes = std::min(sizes.send, most);
+    return options;
 }
 
 void Shim::untrack(int fd)

@@ -146,6 +146,15 @@ public:
     // Whether `fd` is a TCP socket our socket() made that has not connected yet (its type was
     // asked then): a connect need not ask again.
     bool unconnectedTcp(int fd) const noexcept { return tracked(fd) && !marked(fd); }
+    // SO_RCVBUF (`receive`) or SO_SNDBUF as the program set it on `fd` before its connection:
+    // `bytes` is half what the kernel reports, what Linux's SMC sizes that buffer by. The
+    // number keeps it until it is closed, replaced or made anew.
+    void setBufferSize(int fd, bool receive, std::size_t bytes);
+    // What listener `listener` was set to, connection `fd` it accepted has too.
+    void inheritBufferSizes(int listener, int fd);
+    // The options of the connection number `fd` makes or accepts: the run's, with the buffer
+    // sizes set on it (capped at the largest buffer).
+    SocketOptions optionsFor(int fd) const;
     // While one lives, this thread's calls reach the kernel as they are (route() finds
     // nothing): for the library's own calls on a number the table holds.
     class Bypass
@@ -219,6 +228,9 @@ private:
     };
     // The table's lock for a number, and what it guards besides conns_ and announcements_:
     // the few numbers with a handshake under way or tracked registrations.
+    struct BufferSizes {
+        std::size_t receive = 0, send = 0;
+    };
     struct Stripe {
         Mutex mutex;
         std::unordered_map<int, std::shared_ptr<Setup>> setups SMC_GUARDED_BY(mutex);
@@ -227,6 +239,7 @@ private:
         std::unordered_map<int, std::shared_ptr<Answered>> answered SMC_GUARDED_BY(mutex);
         // Between forget() and the kernel's close of the number (Closing::finish).
         std::unordered_map<int, std::shared_ptr<Conn>> closing SMC_GUARDED_BY(mutex);
+        std::unordered_map<int, BufferSizes> sizes SMC_GUARDED_BY(mutex); // setBufferSize
     };
     friend class Closing;
     // Closing::finish: the number's entry in `closing` goes.
@@ -256,6 +269,7 @@ private:
 
     static thread_local bool tlsBypass;
     static inline std::atomic<bool> stackMade_{false}; // closeAllAtExit has something to end
+    std::atomic<bool> sizesSet_{false}; // a number has buffer sizes: optionsFor looks
     static constexpr unsigned kStripes = 64;
     Settings settings_;
     std::atomic<std::uint64_t> generation_{1};

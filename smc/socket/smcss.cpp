@@ -70,8 +70,8 @@ std::string smcssJson(const std::vector<ConnectionInfo>& connections, const Stac
           << (c.fallback ? '"' + std::string(clc::toString(*c.fallback)) + '"' : "null")
           << ", \"role\": \"" << (c.server ? "server" : "client") << "\", \"local\": \"" << c.local
           << "\", \"peer\": \"" << c.peer << "\", \"rmb_bytes\": " << c.rmbBytes
-          << ", \"peer_rmb_bytes\": " << c.peerRmbBytes << ", \"dmb_token\": " << c.dmbToken
-          << ", \"peer_dmb_token\": " << c.peerDmbToken
+          << ", \"peer_rmb_bytes\": " << c.peerRmbBytes << ", \"sndbuf_bytes\": " << c.sndbufBytes
+          << ", \"dmb_token\": " << c.dmbToken << ", \"peer_dmb_token\": " << c.peerDmbToken
           << ", \"pulses\": " << (c.pulses ? "true" : "false") << ", \"token\": " << c.token
           << ", \"peer_token\": " << c.peerToken << ", \"link_id\": " << unsigned{c.linkId}
           << ", \"producer\": [" << c.producerWrap << ", " << c.producerCount

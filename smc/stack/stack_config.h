@@ -36,6 +36,9 @@ struct SocketOptions {
     // class; Linux asks for sk_rcvbuf / 2 = 64 KiB by default. A smaller class is taken
     // when memory or the device runs short.
     std::size_t rmbBytes = 64 * 1024;
+    // SMC-R: our send buffer, rounded up to a size class; 0: as rmbBytes (Linux asks for
+    // sk_sndbuf / 2). SMC-D has none: a send writes into the peer's DMB.
+    std::size_t sndbufBytes = 0;
     std::chrono::milliseconds connectTimeout{30'000};
     std::chrono::milliseconds clcTimeout{6'000}; // Linux CLC_WAIT_TIME, per message
     std::chrono::milliseconds sendTimeout{-1};   // negative: block forever
@@ -60,6 +63,12 @@ struct SocketOptions {
     // the kernel does for a socket (the handlers' SA_RESTART, the socket's timeouts).
     SignalPolicy onSignal = nullptr;
 };
+
+// The SMC-R send buffer `options` ask for (sndbufBytes, else rmbBytes).
+inline std::size_t sndbufBytes(const SocketOptions& options) noexcept
+{
+    return options.sndbufBytes != 0 ? options.sndbufBytes : options.rmbBytes;
+}
 
 // What a listener has besides the options of the connections it hands out.
 struct ListenerOptions {

@@ -16,11 +16,13 @@
 # copy there sees that connection's end while N more follow; "mmsgclient PORT BYTES" sends
 # with sendmmsg(2) and reads the answer with recvmmsg(2); "spliceclient PORT BYTES" sends from a
 # pipe and receives into one with splice(2); "stdioclient PORT BYTES" does so with C's stdio on
-# the connection (fdopen, fwrite, fread, fclose); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
+# the connection (fdopen, fwrite, fread, fclose); "bufclient PORT BYTES SMC_SS" checks that
+# SO_RCVBUF sized its connection's buffers (and ECHO_RCVBUF the server's); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO, posix_spawn, SCM_RIGHTS; a subprocess), nothing smc-core.
 import errno
 import hashlib
+import os
 import select
 import socket
 import subprocess
@@ -33,8 +35,11 @@ def payload(n):
 
 
 def listening(portfile, backlog):
-    """A listener on a free loopback port, which goes to `portfile`."""
+    """A listener on a free loopback port, which goes to `portfile` (SO_RCVBUF set to
+    $ECHO_RCVBUF first, if given)."""
     s = socket.socket()
+    if "ECHO_RCVBUF" in os.environ:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(os.environ["ECHO_RCVBUF"]))
     s.bind(("127.0.0.1", 0))
     s.listen(backlog)
     with open(portfile, "w") as f:
@@ -507,6 +512,32 @@ elif sys.argv[1] == "stdioclient":
         pass
     expected = f"{n} {hashlib.sha256(data).hexdigest()}"
     print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
+elif sys.argv[1] == "bufclient":
+    # SO_RCVBUF before connect sizes the connection's receive buffer as on Linux's SMC (half of
+    # what the kernel made of it, rounded up to a buffer size: 200000 gives 256 KiB), and the
+    # server's listener's its own (ECHO_RCVBUF=20000: 32 KiB): the published view of this
+    # process (smc-ss, argv[4]) says so while the connection is up.
+    import json
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 200000)
+    c.connect(("127.0.0.1", int(sys.argv[2])))
+    data = payload(int(sys.argv[3]))
+    c.sendall(data)
+    shown = json.loads(subprocess.run([sys.argv[4], "--json"], capture_output=True, text=True,
+                                      check=True).stdout)
+    local = "127.0.0.1:%d" % c.getsockname()[1]
+    mine = [k for p in shown if p["pid"] == os.getpid() for k in p["smcss"]["connections"]
+            if k["local"] == local]
+    sizes = [(k["rmb_bytes"], k["peer_rmb_bytes"]) for k in mine]
+    c.shutdown(socket.SHUT_WR)
+    answer = b""
+    while d := c.recv(4096):
+        answer += d
+    expected = f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+    if sizes != [(256 << 10, 32 << 10)]:
+        print(f"MISMATCH: buffers (ours, the server's) {sizes}, not 256 KiB and 32 KiB")
+    else:
+        print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
 elif sys.argv[1] == "sigclient":
     # A blocking recv that a signal handler interrupts: Python's handlers have no SA_RESTART,
     # so the kernel's recv fails with EINTR, after which Python runs the handler and, unless it

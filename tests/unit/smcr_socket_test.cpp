@@ -76,6 +76,32 @@ TEST(SmcrSocket, StreamsBothWaysIntactAndShowsAsSmcr)
     EXPECT_EQ(server->stats().smcrServer, 1u);
 }
 
+TEST(SmcrSocket, TheSendBufferIsSizedApartFromTheReceiveBuffer)
+{
+    Fabric f;
+    auto server = makeStack(&f, kServerId);
+    auto client = makeStack(&f, kClientId);
+    SocketOptions o = smcrOnly();
+    o.rmbBytes = 32 * 1024;
+    o.sndbufBytes = 100 * 1024; // rounded up to a size class, as Linux does
+    Pair p = test::connectPair(*server, *client, smcrOnly(), o);
+    ASSERT_EQ(p.client.transport(), Transport::SmcR);
+    const ConnectionInfo ci = p.client.info();
+    EXPECT_EQ(ci.rmbBytes, 32u * 1024);
+    EXPECT_EQ(ci.sndbufBytes, 128u * 1024);
+    EXPECT_EQ(p.server.info().sndbufBytes, 64u * 1024) << "unset: as the receive buffer";
+    EXPECT_NE(smcssJson(client->connections(), client->stats()).find("\"sndbuf_bytes\": 131072"),
+              std::string::npos);
+    std::uint64_t got = 0;
+    Result<std::uint64_t> wrong = 0;
+    std::thread reader([&] { wrong = recvStream(p.server, 3, got); });
+    EXPECT_TRUE(sendStream(p.client, 1 << 20, 3));
+    reader.join();
+    ASSERT_TRUE(wrong) << wrong.error().message();
+    EXPECT_EQ(got, 1u << 20);
+    EXPECT_EQ(*wrong, 0u);
+}
+
 TEST(SmcrSocket, SecondSocketJoinsTheGroupAndCloseGivesEveryBufferBack)
 {
     Fabric f;
