@@ -85,8 +85,7 @@ Result<void> CdcConnection::waitPast(MutexLocker& lock, std::uint64_t mark, Dead
         return errc(std::errc::resource_unavailable_try_again);
     if (Clock::now() >= deadline)
         return errc(std::errc::timed_out);
-    if (wait(lock, mark, deadline, forBytes) && onSignal_ != nullptr &&
-        onSignal_(deadline != Deadline::max()))
+    if (interrupts(wait(lock, mark, deadline, forBytes), deadline))
         return errc(std::errc::interrupted);
     return {};
 }

@@ -120,6 +120,12 @@ protected:
     virtual void describe(ConnectionInfo& info) const = 0;
 
     // --- For the transports.
+    // Whether a wait that said a signal handler cut it short (`cut`) fails its call with
+    // interrupted, as SocketOptions::onSignal decides (`deadline`: the call's; max for none).
+    bool interrupts(bool cut, Deadline deadline) const noexcept
+    {
+        return cut && onSignal_ != nullptr && onSignal_(deadline != Deadline::max());
+    }
     // The next CDC from the stream (`pending`: bytes a blocked send still has) to stage().
     void announce(std::size_t pending = 0) SMC_REQUIRES(txMutex_, mutex_);
     // A CDC from the peer into the stream. False if it breaks the rules (the caller aborts).

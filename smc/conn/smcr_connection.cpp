@@ -2,9 +2,16 @@
 // SmcrConnection: its CDCs, the group's events (a CDC in, failover, the end), close, readiness.
 #include "smc/conn/smcr_connection.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <chrono>
+#include <climits>
+#include <ctime>
 #include <utility>
 
 namespace smc::net
@@ -21,7 +28,8 @@ constexpr std::chrono::seconds kCloseFailoverWait{10};
 
 Result<std::unique_ptr<SmcrConnection>>
 SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
-                       std::uint32_t peerToken, std::size_t peerRmbBytes, std::size_t autocorkBytes)
+                       std::uint32_t peerToken, std::size_t peerRmbBytes, std::size_t autocorkBytes,
+                       SignalPolicy onSignal)
 {
     if (!group || !conn || conn->sndbuf.size() == 0)
         return std::make_error_code(std::errc::invalid_argument);
@@ -29,8 +37,8 @@ SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
         cdc::CdcStream::create(conn->rmb.size(), peerRmbBytes, peerToken);
     if (!stream)
         return std::make_error_code(std::errc::invalid_argument);
-    std::unique_ptr<SmcrConnection> c(
-        new SmcrConnection(std::move(group), std::move(conn), peerToken, *stream, autocorkBytes));
+    std::unique_ptr<SmcrConnection> c(new SmcrConnection(
+        std::move(group), std::move(conn), peerToken, *stream, autocorkBytes, onSignal));
     SmcrConnection* self = c.get();
     // Held until the link is named: a CDC handed over below may make a flush due, which must
     // not post before.
@@ -51,9 +59,10 @@ SmcrConnection::create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
 
 SmcrConnection::SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn,
                                std::uint32_t peerToken, cdc::CdcStream stream,
-                               std::size_t autocorkBytes)
-    : CdcConnection(stream, autocorkBytes), group_(std::move(group)), conn_(std::move(conn)),
-      peerToken_(peerToken), peerRingSize_(stream.peerRingSize()), stageBytes_(conn_->sndbuf.size())
+                               std::size_t autocorkBytes, SignalPolicy onSignal)
+    : CdcConnection(stream, autocorkBytes, onSignal), group_(std::move(group)),
+      conn_(std::move(conn)), peerToken_(peerToken), peerRingSize_(stream.peerRingSize()),
+      stageBytes_(conn_->sndbuf.size())
 {
     MutexLocker lock(hook_->mutex);
     hook_->self = this;
@@ -207,28 +216,52 @@ void SmcrConnection::postFlush()
     });
 }
 
+void SmcrConnection::Waiters::wakeAll() noexcept
+{
+    // Bumped, then the sleepers counted: a sleeper counts itself, then looks at the word (both
+    // sequentially consistent), so either it sees the bump or we see it.
+    word.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) > 0)
+        (void)::syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool SmcrConnection::Waiters::sleep(std::uint32_t seen, const timespec* timeout) noexcept
+{
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const bool cut =
+        word.load(std::memory_order_seq_cst) == seen &&
+        ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, seen, timeout, nullptr, 0) != 0 &&
+        errno == EINTR;
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    return cut;
+}
+
 void SmcrConnection::wake()
 {
-    ++wakes_;
-    changed_.notify_all();
-    room_.notify_all();
+    changed_.wakeAll();
+    room_.wakeAll();
     if (events_)
         events_.signal();
 }
 
-bool SmcrConnection::wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes)
+bool SmcrConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline until, bool forBytes)
 {
-    ConditionVariable& cv = forBytes ? changed_ : room_;
-    // In slices: a deadline of Deadline::max() must not overflow the clock's conversions.
-    // A condition variable's wait goes on through signal handlers: never interrupted.
-    while (wakes_ == mark) {
-        const Clock::time_point now = Clock::now();
-        if (now >= until)
+    timespec ts{};
+    const timespec* timeout = nullptr;
+    if (until != Deadline::max()) {
+        const auto left = until - Clock::now();
+        if (left <= Clock::duration::zero())
             return false;
-        const Clock::duration left = until - now;
-        (void)cv.waitFor(lock, std::min<Clock::duration>(left, std::chrono::seconds(1)));
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+        ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+        timeout = &ts;
     }
-    return false;
+    mutex_.unlock();
+    const bool cut = forBytes ? changed_.sleep(static_cast<std::uint32_t>(mark), timeout)
+                              : room_.sleep(static_cast<std::uint32_t>(mark >> 32), timeout);
+    mutex_.lock();
+    return cut;
 }
 
 // --- The group's events --------------------------------------------------------------
@@ -303,7 +336,7 @@ void SmcrConnection::resendAfterMove(bool closing)
             } else {
                 // Sent bytes not landed, and the closing CDC: wait for failover.
                 while (lostLinkAt_ == moves_ && !cdc_.aborted && Clock::now() < until)
-                    wait(lock, wakes_, until, false);
+                    wait(lock, waitMark(), until, false);
                 if (lostLinkAt_ == moves_ || cdc_.aborted)
                     return; // no new link in time, or the group ended: the peer's grace ends it
             }
@@ -454,7 +487,7 @@ void SmcrConnection::release() noexcept
         MutexLocker lock(mutex_);
         const Deadline until = Clock::now() + kCloseFailoverWait;
         while (corking_ > 0 && Clock::now() < until)
-            wait(lock, wakes_, until, false);
+            wait(lock, waitMark(), until, false);
     }
     {
         MutexLocker lock(landedHook_->mutex); // a running completion is done once we have it

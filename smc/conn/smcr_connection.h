@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -59,7 +60,8 @@ public:
     // beyond handing over a CDC the peer sent before we were ready.
     static Result<std::unique_ptr<SmcrConnection>>
     create(std::shared_ptr<LinkGroup> group, ConnectionPtr conn, std::uint32_t peerToken,
-           std::size_t peerRmbBytes, std::size_t autocorkBytes = 0);
+           std::size_t peerRmbBytes, std::size_t autocorkBytes = 0,
+           SignalPolicy onSignal = nullptr);
     // close(), then gives everything back.
     ~SmcrConnection() override;
 
@@ -90,10 +92,15 @@ private:
     static constexpr std::size_t kMaxUnconfirmed = 1024;
 
     SmcrConnection(std::shared_ptr<LinkGroup> group, ConnectionPtr conn, std::uint32_t peerToken,
-                   cdc::CdcStream stream, std::size_t autocorkBytes);
+                   cdc::CdcStream stream, std::size_t autocorkBytes, SignalPolicy onSignal);
 
-    // CdcConnection: RDMA WRITEs, CDCs over the group's link, a condition variable.
-    std::uint64_t waitMark() const override SMC_REQUIRES(mutex_) { return wakes_; }
+    // CdcConnection: RDMA WRITEs, CDCs over the group's link, futexes (which a signal handler
+    // interrupts, as it does a socket's wait in the kernel). The mark holds both words.
+    std::uint64_t waitMark() const override SMC_REQUIRES(mutex_)
+    {
+        return std::uint64_t{room_.word.load(std::memory_order_relaxed)} << 32 |
+               changed_.word.load(std::memory_order_relaxed);
+    }
     bool wait(MutexLocker& lock, std::uint64_t mark, Deadline until, bool forBytes) override
         SMC_REQUIRES(mutex_);
     void wake() override SMC_REQUIRES(mutex_);
@@ -187,8 +194,6 @@ private:
     std::uint64_t rewoundAt_ SMC_GUARDED_BY(mutex_) = 0;    // moves_ when written_ last went back
     LinkGroup::LinkRef via_ SMC_GUARDED_BY(txMutex_);       // the link we post on
 
-    ConditionVariable changed_; // receivers wait here
-    ConditionVariable room_;    // senders, close and the resend: room, a move, completions
     // Staged, not yet delivered: at most a failover's validation and the CDC after it.
     std::array<Wire, 2> outbox_ SMC_GUARDED_BY(txMutex_){};
     std::size_t staged_ SMC_GUARDED_BY(txMutex_) = 0;
@@ -198,7 +203,18 @@ private:
     bool resendPosted_ SMC_GUARDED_BY(mutex_) = false; // resendAfterMove is queued
     // moves_ when a write failed on a lost link: not writable until failover moves us.
     std::optional<std::uint64_t> lostLinkAt_ SMC_GUARDED_BY(mutex_);
-    std::uint64_t wakes_ SMC_GUARDED_BY(mutex_) = 0;
+    // A futex word, bumped under mutex_, and who sleeps on it (with mutex_ let go): a bump
+    // with nobody asleep makes no system call.
+    struct Waiters {
+        std::atomic<std::uint32_t> word{0};
+        std::atomic<std::uint32_t> sleepers{0};
+        void wakeAll() noexcept;
+        // Sleeps while the word is `seen`, up to `timeout` (null: none); whether a signal
+        // handler cut it short.
+        bool sleep(std::uint32_t seen, const timespec* timeout) noexcept;
+    };
+    Waiters changed_; // receivers: every wake()
+    Waiters room_;    // senders, close and the resend: every wake(), and room (roomChanged)
     // Receive side: the newest sequence number processed (Linux's rx seqno).
     std::uint16_t lastSeq_ SMC_GUARDED_BY(mutex_) = 0;
     // Send side: CDCs built (the sequence number without its wrap); from the newest CDC

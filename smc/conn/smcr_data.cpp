@@ -26,14 +26,16 @@ Result<void> SmcrConnection::put(std::size_t /*at*/, std::span<const std::byte> 
         MutexLocker lock(mutex_);
         if (std::error_code refused = cdc_.sendRefusal())
             return refused;
-        const std::uint64_t mark = wakes_;
+        const std::uint64_t mark = waitMark();
         if (copied_ + bytes.size() - landed_.load(std::memory_order_acquire) <= stageBytes_)
             break; // landed meanwhile
         if (written_.load(std::memory_order_acquire) < copied_ && !sendStalled())
             continue; // moved meanwhile: again, on the new link
         if (nonBlocking)
             return std::make_error_code(std::errc::resource_unavailable_try_again);
-        wait(lock, mark, deadline, false); // onLanded and onMoved wake us
+        // onLanded and onMoved wake us; so does a signal handler, as on TCP.
+        if (interrupts(wait(lock, mark, deadline, false), deadline))
+            return std::make_error_code(std::errc::interrupted);
         if (Clock::now() >= deadline)
             return std::make_error_code(std::errc::timed_out);
     }
@@ -136,14 +138,13 @@ void SmcrConnection::onLanded(bool ok, std::uint64_t upTo, bool bytes)
 void SmcrConnection::roomChanged()
 {
     // Only senders, close and the resend wait for this: a receiver asleep stays so.
-    ++wakes_;
-    room_.notify_all();
+    room_.wakeAll();
 }
 
 bool SmcrConnection::awaitLanded(MutexLocker& lock, Deadline until)
 {
     while (inFlight_ > 0 && Clock::now() < until)
-        wait(lock, wakes_, until, false);
+        wait(lock, waitMark(), until, false);
     return inFlight_ == 0;
 }
 

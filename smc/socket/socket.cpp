@@ -399,7 +399,8 @@ Result<std::shared_ptr<SocketImpl>> connectionOf(StackCore& stack, UniqueFd tcp,
     }
     if (auto* smcr = std::get_if<net::SmcrSetup>(&*outcome)) {
         Result<std::unique_ptr<net::SmcrConnection>> conn = net::SmcrConnection::create(
-            smcr->group, smcr->conn, smcr->peerToken, smcr->peerRmbBytes, options.autocorkBytes);
+            smcr->group, smcr->conn, smcr->peerToken, smcr->peerRmbBytes, options.autocorkBytes,
+            options.onSignal);
         if (!conn) {
             stack.countHandshakeError();
             return conn.error();

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A blocked send or recv on SMC-D that a signal handler wakes: SocketOptions::onSignal decides.
+// A blocked send or recv on SMC-D or SMC-R that a signal handler wakes: SocketOptions::onSignal
+// decides.
 #include "smc/socket/socket.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <thread>
 
+#include "tests/libtest/smcr_stacks.h"
 #include "tests/libtest/socket_stream.h"
 
 namespace smc
@@ -20,6 +22,7 @@ namespace
 
 using namespace std::chrono_literals;
 using Action = struct sigaction;
+namespace stacks = test::smcr_stacks;
 
 std::atomic<int> handled{0};
 std::atomic<int> asked{0};
@@ -42,12 +45,16 @@ bool goOn(bool /*timed*/) noexcept
 }
 
 // SIGUSR1 caught (without SA_RESTART) for the test's life, and sent to the test's thread every
-// few milliseconds while pestering: the first may come before the call sleeps.
-class SocketSignal : public ::testing::Test
+// few milliseconds while pestering: the first may come before the call sleeps. The parameter:
+// the connection's transport (SMC-R over in-process links).
+class SocketSignal : public ::testing::TestWithParam<Transport>
 {
 protected:
     void SetUp() override
     {
+        stacks::Fabric* fabric = GetParam() == Transport::SmcR ? &fabric_ : nullptr;
+        server_ = stacks::makeStack(fabric, stacks::kServerId);
+        client_ = stacks::makeStack(fabric, stacks::kClientId);
         handled = 0;
         asked = 0;
         Action action{};
@@ -78,21 +85,27 @@ protected:
             pester_.join();
     }
 
-    // Both ends SMC-D; the client's calls sleep at once and give up after 10 s at most.
+    // Both ends on the transport under test; the client's calls sleep at once and give up
+    // after 10 s at most.
     test::SocketPair connect(SignalPolicy policy)
     {
-        SocketOptions options;
+        const bool smcr = GetParam() == Transport::SmcR;
+        SocketOptions options = smcr ? stacks::smcrOnly() : SocketOptions{};
+        options.mode = smcr ? Mode::SmcR : Mode::SmcD;
         options.busyPoll = 0us;
         options.recvTimeout = 10s;
         options.sendTimeout = 10s;
         options.onSignal = policy;
-        test::SocketPair p = test::connectPair(*server_, *client_, {}, options);
-        EXPECT_EQ(p.client.transport(), Transport::SmcD);
+        SocketOptions server = options;
+        server.onSignal = nullptr;
+        test::SocketPair p = test::connectPair(*server_, *client_, server, options);
+        EXPECT_EQ(p.client.transport(), GetParam());
         return p;
     }
 
-    std::unique_ptr<SmcStack> server_ = std::move(SmcStack::create({})).value();
-    std::unique_ptr<SmcStack> client_ = std::move(SmcStack::create({})).value();
+    stacks::Fabric fabric_;
+    std::unique_ptr<SmcStack> server_;
+    std::unique_ptr<SmcStack> client_;
 
 private:
     Action old_{};
@@ -100,7 +113,7 @@ private:
     std::thread pester_;
 };
 
-TEST_F(SocketSignal, ARecvFailsWithInterruptedAndTheConnectionGoesOn)
+TEST_P(SocketSignal, ARecvFailsWithInterruptedAndTheConnectionGoesOn)
 {
     test::SocketPair p = connect(fail);
     std::array<std::byte, 16> into{};
@@ -119,7 +132,7 @@ TEST_F(SocketSignal, ARecvFailsWithInterruptedAndTheConnectionGoesOn)
     EXPECT_TRUE(std::equal(hello.begin(), hello.end(), into.begin()));
 }
 
-TEST_F(SocketSignal, ARecvGoesOnWaitingWhenThePolicySaysSo)
+TEST_P(SocketSignal, ARecvGoesOnWaitingWhenThePolicySaysSo)
 {
     test::SocketPair p = connect(goOn);
     std::thread later([&] {
@@ -137,7 +150,7 @@ TEST_F(SocketSignal, ARecvGoesOnWaitingWhenThePolicySaysSo)
     EXPECT_GT(asked.load(), 0); // signals did wake it, and it asked each time
 }
 
-TEST_F(SocketSignal, ASendThatWaitsForRoomFailsWithInterrupted)
+TEST_P(SocketSignal, ASendThatWaitsForRoomFailsWithInterrupted)
 {
     test::SocketPair p = connect(fail);
     // Fill the server's ring while the server reads nothing.
@@ -166,6 +179,12 @@ TEST_F(SocketSignal, ASendThatWaitsForRoomFailsWithInterrupted)
         std::all_of(into.begin(), into.end(), [](std::byte b) { return b == std::byte{7}; }));
     EXPECT_TRUE(p.client.send(chunk));
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, SocketSignal,
+                         ::testing::Values(Transport::SmcD, Transport::SmcR),
+                         [](const ::testing::TestParamInfo<Transport>& i) {
+                             return i.param == Transport::SmcD ? "SmcD" : "SmcR";
+                         });
 
 } // namespace
 } // namespace smc
