@@ -508,18 +508,22 @@ void Shim::track(int fd) noexcept
     tracked_[fd].store(true, std::memory_order_relaxed);
 }
 
-void Shim::setBufferSize(int fd, bool receive, std::size_t bytes)
+void Shim::setBufferSize(int fd, bool receive, std::size_t bytes) noexcept
 {
     if (fd < 0 || fd >= kMaxFd || bytes == 0)
         return;
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
-    BufferSizes& sizes = s.sizes[fd];
-    (receive ? sizes.receive : sizes.send) = bytes;
-    sizesSet_.store(true, std::memory_order_relaxed);
+    try {
+        BufferSizes& sizes = s.sizes[fd];
+        (receive ? sizes.receive : sizes.send) = bytes;
+        sizesSet_.store(true, std::memory_order_relaxed);
+    } catch (const std::bad_alloc&) {
+        // Out of memory: the connection gets the run's sizes.
+    }
 }
 
-void Shim::inheritBufferSizes(int listener, int fd)
+void Shim::inheritBufferSizes(int listener, int fd) noexcept
 {
     if (!sizesSet_.load(std::memory_order_relaxed) || listener < 0 || listener >= kMaxFd)
         return;
@@ -534,10 +538,14 @@ void Shim::inheritBufferSizes(int listener, int fd)
     }
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
-    s.sizes[fd] = sizes;
+    try {
+        s.sizes[fd] = sizes;
+    } catch (const std::bad_alloc&) {
+        // Out of memory: the connection gets the run's sizes.
+    }
 }
 
-SocketOptions Shim::optionsFor(int fd) const
+SocketOptions Shim::optionsFor(int fd) const noexcept
 {
     SocketOptions options = settings_.options;
     if (!sizesSet_.load(std::memory_order_relaxed) || fd < 0 || fd >= kMaxFd)

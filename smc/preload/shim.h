@@ -149,12 +149,12 @@ public:
     // SO_RCVBUF (`receive`) or SO_SNDBUF as the program set it on `fd` before its connection:
     // `bytes` is half what the kernel reports, what Linux's SMC sizes that buffer by. The
     // number keeps it until it is closed, replaced or made anew.
-    void setBufferSize(int fd, bool receive, std::size_t bytes);
+    void setBufferSize(int fd, bool receive, std::size_t bytes) noexcept;
     // What listener `listener` was set to, connection `fd` it accepted has too.
-    void inheritBufferSizes(int listener, int fd);
+    void inheritBufferSizes(int listener, int fd) noexcept;
     // The options of the connection number `fd` makes or accepts: the run's, with the buffer
     // sizes set on it (capped at the largest buffer).
-    SocketOptions optionsFor(int fd) const;
+    SocketOptions optionsFor(int fd) const noexcept;
     // While one lives, this thread's calls reach the kernel as they are (route() finds
     // nothing): for the library's own calls on a number the table holds.
     class Bypass
