@@ -179,6 +179,10 @@ public:
     std::uint64_t drainSignals(DmbToken token) noexcept;
     // Takes the device's short lock.
     ShmIsmStats stats() const noexcept;
+    // In a fork(2) child of the device's process, which never uses it (its threads are the
+    // parent's): the device's name goes from this process (its listener is closed), so that a
+    // child does not hold it after its parent ended. Nothing else is touched.
+    void leaveInChild() noexcept { listener_.reset(); }
 
 private:
     struct Dmb {

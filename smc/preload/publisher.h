@@ -21,6 +21,9 @@ public:
     // Errors: socket(2)'s, bind(2)'s, listen(2)'s; an executor watch that failed (io_error).
     static Result<std::unique_ptr<Publisher>> start(SmcStack& stack, Executor& executor);
     ~Publisher();
+    // In a fork(2) child, which never uses the parent's publisher: the parent's name goes from
+    // this process (the listener is closed). Nothing else is touched.
+    void leaveInChild() noexcept { listener_.reset(); }
     Publisher(const Publisher&) = delete;
     Publisher& operator=(const Publisher&) = delete;
 

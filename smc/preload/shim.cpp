@@ -770,8 +770,10 @@ void Shim::afterForkParent() noexcept SMC_TSA(no_thread_safety_analysis)
 void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
 {
     Shim& s = instance();
-    // The parent's stack has no threads here: never used or destroyed in this process.
-    (void)s.publisher_.release();
+    // The parent's stack has no threads here: never used or destroyed in this process. Its
+    // names, which say "the parent's process", go (below: closing takes stripes).
+    Publisher* publisher = s.publisher_.release();
+    ShmIsm* device = s.stack_ ? &coreOf(*s.stack_).device() : nullptr;
     (void)s.stack_.release();
     (void)new std::shared_ptr<Arrivals>(std::move(s.arrivals_));
     (void)s.executor_.release();
@@ -792,8 +794,13 @@ void Shim::afterForkChild() noexcept SMC_TSA(no_thread_safety_analysis)
         stripe.mutex.unlock();
     }
     s.stackMutex_.unlock();
-    // Last: closing the parent's cached pairs goes through our close(), which takes stripes.
+    // Last: closing the parent's cached pairs and names goes through our close(), which takes
+    // stripes.
     net::ReadyFd::afterForkChild();
+    if (publisher)
+        publisher->leaveInChild();
+    if (device)
+        device->leaveInChild();
 }
 
 bool nonBlocking(int fd) noexcept

@@ -2,11 +2,14 @@
 // smc-ss: the SMC connections and statistics of every process under smc-run, as smcss shows
 // the kernel's: a table per process, or (--json) one JSON array of them all.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -85,6 +88,11 @@ int main(int argc, char** argv)
     if (json)
         std::printf("[");
     for (const std::string& name : publishers()) {
+        // A name whose process is gone is held by someone who will not answer (an inherited
+        // copy): not waited for.
+        const long pid = std::strtol(name.c_str() + name.rfind('/') + 1, nullptr, 10);
+        if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH))
+            continue;
         const std::string reply = ask(name);
         const std::size_t eol = reply.find('\n');
         if (eol == std::string::npos)

@@ -189,6 +189,11 @@ print(sum(p["smcss"]["stats"]["ready_pairs_reused"] for p in json.load(open(sys.
     echo_one mmsgclient 300000
     # splice(2) from a pipe into the connection and from it into a pipe: every byte, in order.
     echo_one spliceclient 1000000
+    # A daemon's start (listen, fork, the parent exits): the child holds none of its parent's
+    # names.
+    answer=$(timeout 60 sh "$smc_run" python3 "$here/echo.py" daemonize "$work/daemon-port") ||
+        fail "daemonize failed"
+    [ "$answer" = ok ] || fail "daemonize: $answer"
     # SO_RCVBUF set before connect and on the listener sizes each side's buffer (smc-ss shows).
     if [ -n "$smc_ss" ]; then ECHO_RCVBUF=20000 echo_one bufclient 100000 "$smc_ss"; fi
     # inetd's way: the server accepts, and a new program (fork and exec) serves each connection

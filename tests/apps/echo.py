@@ -17,7 +17,8 @@
 # with sendmmsg(2) and reads the answer with recvmmsg(2); "spliceclient PORT BYTES" sends from a
 # pipe and receives into one with splice(2); "stdioclient PORT BYTES" does so with C's stdio on
 # the connection (fdopen, fwrite, fread, fclose); "bufclient PORT BYTES SMC_SS" checks that
-# SO_RCVBUF sized its connection's buffers (and ECHO_RCVBUF the server's); "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
+# SO_RCVBUF sized its connection's buffers (and ECHO_RCVBUF the server's); "daemonize PORTFILE"
+# listens, forks and exits, and its child checks it holds none of its parent's names; "sigclient PORT" has signal handlers interrupt its blocking receives. Plain
 # Python socket calls (accept4, recv with and without MSG_PEEK, send, shutdown, epoll,
 # close_range, SO_RCVTIMEO, posix_spawn, SCM_RIGHTS; a subprocess), nothing smc-core.
 import errno
@@ -512,6 +513,23 @@ elif sys.argv[1] == "stdioclient":
         pass
     expected = f"{n} {hashlib.sha256(data).hexdigest()}"
     print("ok" if answer.decode() == expected else f"MISMATCH: {answer!r} != {expected!r}")
+elif sys.argv[1] == "daemonize":
+    # A server's way to become a daemon: it listens (its stack, with the names that say "this
+    # process"), forks, and the parent exits. The child must not hold the parent's names then
+    # (smc-ss waited for such a name, which nobody answered).
+    import time
+    s = listening(sys.argv[2], 4)
+    parent = os.getpid()
+    if os.fork() != 0:
+        os._exit(0)
+    while os.getppid() == parent:
+        time.sleep(0.01)
+    names = open("/proc/net/unix").read()
+    held = [n for n in (f"smc-core/p/{parent}", "smc-core/ism/") if n in names]
+    if held and held[-1].startswith("smc-core/ism/"):  # only the parent's device counts
+        held = held[:-1] + [m for m in names.split() if m.startswith("@smc-core/ism/")
+                            and m.rsplit("/", 1)[1].startswith("%08x" % parent)]
+    print("ok" if not held else f"MISMATCH: the child holds its parent's names {held}")
 elif sys.argv[1] == "bufclient":
     # SO_RCVBUF before connect sizes the connection's receive buffer as on Linux's SMC (half of
     # what the kernel made of it, rounded up to a buffer size: 200000 gives 256 KiB), and the
