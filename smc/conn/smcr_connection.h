@@ -54,7 +54,8 @@ class SmcrConnection final : public CdcConnection
 public:
     // After the CLC handshake completed (Handshake::complete set the peer's RMB): `conn` is
     // ours, `peerToken` the peer connection's alert token (from its CLC), `peerRmbBytes` its
-    // RMB's size (the ring we write into). Takes over the connection: close() (or the
+    // RMB's size (the ring we write into), `onSignal` whether a blocked send or receive that a
+    // signal handler woke fails (SocketOptions). Takes over the connection: close() (or the
     // destructor) closes it in the group. Errors: invalid_argument (no connection, a size
     // CdcStream refuses), the group's (the connection is no longer open). Does not block,
     // beyond handing over a CDC the peer sent before we were ready.

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // _exit and _Exit: a process that ends that way ends its connections as exit(3) does.
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdlib>
-#include <unistd.h>
 
 #include "smc/preload/shim.h"
 
