@@ -78,6 +78,21 @@ Result<std::uint64_t> CdcConnection::look()
     return mark;
 }
 
+bool CdcConnection::sleepLimit(Deadline until, timespec& ts, const timespec*& timeout) noexcept
+{
+    timeout = nullptr;
+    if (until == Deadline::max())
+        return true;
+    const auto left = until - Clock::now();
+    if (left <= Clock::duration::zero())
+        return false;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    timeout = &ts;
+    return true;
+}
+
 Result<void> CdcConnection::waitPast(MutexLocker& lock, std::uint64_t mark, Deadline deadline,
                                      bool nonBlocking, bool forBytes)
 {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <limits>
 #include <span>
 
@@ -120,6 +121,9 @@ protected:
     virtual void describe(ConnectionInfo& info) const = 0;
 
     // --- For the transports.
+    // A futex wait's timeout up to `until`, in `ts`: &ts, null for no deadline
+    // (Deadline::max()); false when `until` has passed (no wait).
+    static bool sleepLimit(Deadline until, timespec& ts, const timespec*& timeout) noexcept;
     // Whether a wait that said a signal handler cut it short (`cut`) fails its call with
     // interrupted, as SocketOptions::onSignal decides (`deadline`: the call's; max for none).
     bool interrupts(bool cut, Deadline deadline) const noexcept

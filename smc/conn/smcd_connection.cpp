@@ -198,15 +198,8 @@ bool SmcdConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
     const auto seen = static_cast<std::uint32_t>(mark);
     timespec ts{};
     const timespec* timeout = nullptr;
-    if (until != Deadline::max()) {
-        const auto left = until - Clock::now();
-        if (left <= Clock::duration::zero())
-            return false;
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-        ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-        ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-        timeout = &ts;
-    }
+    if (!sleepLimit(until, ts, timeout))
+        return false;
     mutex_.unlock(); // the peer's doorbell needs no lock of ours; the sender or receiver may run
     auto waiting = word(ownHead(), kWaitOffset);
     // A receive says so for its whole wait, spinning or asleep: the writer then sends no

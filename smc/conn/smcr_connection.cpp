@@ -248,15 +248,8 @@ bool SmcrConnection::wait(MutexLocker& /*lock*/, std::uint64_t mark, Deadline un
 {
     timespec ts{};
     const timespec* timeout = nullptr;
-    if (until != Deadline::max()) {
-        const auto left = until - Clock::now();
-        if (left <= Clock::duration::zero())
-            return false;
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-        ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-        ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-        timeout = &ts;
-    }
+    if (!sleepLimit(until, ts, timeout))
+        return false;
     mutex_.unlock();
     const bool cut = forBytes ? changed_.sleep(static_cast<std::uint32_t>(mark), timeout)
                               : room_.sleep(static_cast<std::uint32_t>(mark >> 32), timeout);

@@ -9,9 +9,11 @@
 
 namespace
 {
-// What libc's _exit does: every thread of the process goes (exit_group does not return).
-[[noreturn]] void exitGroup(int status) noexcept
+// The connections end as at exit(3), then what libc's _exit does: every thread of the process
+// goes (exit_group does not return).
+[[noreturn]] void endProcess(int status) noexcept
 {
+    smc::preload::Shim::closeAllAtExit();
     for (;;)
         ::syscall(SYS_exit_group, status);
 }
@@ -24,13 +26,11 @@ extern "C" {
 // kernel's close at its end, as one that calls exit(3) does.
 void _exit(int status)
 {
-    smc::preload::Shim::closeAllAtExit();
-    exitGroup(status);
+    endProcess(status);
 }
 
 void _Exit(int status) noexcept
 {
-    smc::preload::Shim::closeAllAtExit();
-    exitGroup(status);
+    endProcess(status);
 }
 }

@@ -523,23 +523,27 @@ void Shim::setBufferSize(int fd, bool receive, std::size_t bytes) noexcept
     }
 }
 
+std::optional<Shim::BufferSizes> Shim::sizesOf(int fd) const noexcept
+{
+    if (!sizesSet_.load(std::memory_order_relaxed) || fd < 0 || fd >= kMaxFd)
+        return std::nullopt;
+    Stripe& s = stripe(fd);
+    MutexLocker lock(s.mutex);
+    const auto it = s.sizes.find(fd);
+    if (it == s.sizes.end())
+        return std::nullopt;
+    return it->second;
+}
+
 void Shim::inheritBufferSizes(int listener, int fd) noexcept
 {
-    if (!sizesSet_.load(std::memory_order_relaxed) || listener < 0 || listener >= kMaxFd)
+    const std::optional<BufferSizes> sizes = sizesOf(listener);
+    if (!sizes)
         return;
-    BufferSizes sizes;
-    {
-        Stripe& s = stripe(listener);
-        MutexLocker lock(s.mutex);
-        const auto it = s.sizes.find(listener);
-        if (it == s.sizes.end())
-            return;
-        sizes = it->second;
-    }
     Stripe& s = stripe(fd);
     MutexLocker lock(s.mutex);
     try {
-        s.sizes[fd] = sizes;
+        s.sizes[fd] = *sizes;
     } catch (const std::bad_alloc&) {
         // Out of memory: the connection gets the run's sizes.
     }
@@ -548,24 +552,16 @@ void Shim::inheritBufferSizes(int listener, int fd) noexcept
 SocketOptions Shim::optionsFor(int fd) const noexcept
 {
     SocketOptions options = settings_.options;
-    if (!sizesSet_.load(std::memory_order_relaxed) || fd < 0 || fd >= kMaxFd)
+    const std::optional<BufferSizes> sizes = sizesOf(fd);
+    if (!sizes)
         return options;
-    BufferSizes sizes;
-    {
-        Stripe& s = stripe(fd);
-        MutexLocker lock(s.mutex);
-        const auto it = s.sizes.find(fd);
-        if (it == s.sizes.end())
-            return options;
-        sizes = it->second;
-    }
     // Past the largest buffer a connection may have, the largest: as Linux's SMC caps them.
     const std::size_t most =
         classBytes(maxSizeClass(options.mode == Mode::SmcR ? Tech::SmcR : Tech::SmcD));
-    if (sizes.receive != 0)
-        options.rmbBytes = std::min(sizes.receive, most);
-    if (sizes.send != 0)
-        options.sndbufBytes = std::min(sizes.send, most);
+    if (sizes->receive != 0)
+        options.rmbBytes = std::min(sizes->receive, most);
+    if (sizes->send != 0)
+        options.sndbufBytes = std::min(sizes->send, most);
     return options;
 }
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -262,6 +263,8 @@ private:
     {
         return fd >= 0 && fd < kMaxFd && tracked_[fd].load(std::memory_order_relaxed);
     }
+    // What setBufferSize recorded for `fd`, if anything. Takes its stripe.
+    std::optional<BufferSizes> sizesOf(int fd) const noexcept;
     void remark(int fd, Stripe& s) SMC_REQUIRES(s.mutex);
     void keepRegistrations(int fd, Conn& conn, Stripe& s) SMC_REQUIRES(s.mutex);
     bool moveLocked(int fd, int file, Stripe& s) SMC_REQUIRES(s.mutex);
@@ -269,7 +272,7 @@ private:
 
     static thread_local bool tlsBypass;
     static inline std::atomic<bool> stackMade_{false}; // closeAllAtExit has something to end
-    std::atomic<bool> sizesSet_{false}; // a number has buffer sizes: optionsFor looks
+    std::atomic<bool> sizesSet_{false};                // a number has buffer sizes: sizesOf looks
     static constexpr unsigned kStripes = 64;
     Settings settings_;
     std::atomic<std::uint64_t> generation_{1};

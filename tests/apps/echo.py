@@ -524,11 +524,10 @@ elif sys.argv[1] == "daemonize":
         os._exit(0)
     while os.getppid() == parent:
         time.sleep(0.01)
-    names = open("/proc/net/unix").read()
-    held = [n for n in (f"smc-core/p/{parent}", "smc-core/ism/") if n in names]
-    if held and held[-1].startswith("smc-core/ism/"):  # only the parent's device counts
-        held = held[:-1] + [m for m in names.split() if m.startswith("@smc-core/ism/")
-                            and m.rsplit("/", 1)[1].startswith("%08x" % parent)]
+    # The publisher's name, and the device's, whose last part begins with the pid in hex.
+    held = [m for m in open("/proc/net/unix").read().split()
+            if m == f"@smc-core/p/{parent}" or (m.startswith("@smc-core/ism/") and
+                                                m.rsplit("/", 1)[1].startswith("%08x" % parent))]
     print("ok" if not held else f"MISMATCH: the child holds its parent's names {held}")
 elif sys.argv[1] == "bufclient":
     # SO_RCVBUF before connect sizes the connection's receive buffer as on Linux's SMC (half of
